@@ -1,0 +1,40 @@
+# marspec — see README.md. `make run` and `make test` work on a fresh machine.
+GO ?= go
+ORT_LIB := third_party/onnxruntime/libonnxruntime.so
+PY := /usr/bin/python3
+
+.PHONY: setup build run test bench train export fixtures
+
+$(ORT_LIB):
+	bash scripts/setup_ort.sh
+
+setup: $(ORT_LIB)
+
+build:
+	$(GO) build -o bin/marspec ./cmd/marspec
+
+# Generate a grid of all 10 classes with the embedded target model.
+run: setup build
+	./bin/marspec generate --model target --class all --n 4 --seed 1 --out out/run
+	@echo "grid: out/run/grid.png"
+
+test: setup
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+bench: setup build
+	./bin/marspec bench
+
+# By hand, not in CI: train both default models (CPU, ~45 min, in the background with logs),
+# then export packs and parity fixtures. See docs/models.md.
+train:
+	mkdir -p runs
+	cd scripts && nohup $(PY) train.py --preset target --minutes 45 --threads 1 --out ../runs/target > ../runs/target.out 2>&1 &
+	cd scripts && nohup $(PY) train.py --preset draft --minutes 30 --threads 1 --seed 1 --out ../runs/draft > ../runs/draft.out 2>&1 &
+
+export:
+	cd scripts && $(PY) export.py --ckpt ../runs/target/checkpoint-last.pth --name fmnist-target --out ../models/target
+	cd scripts && $(PY) export.py --ckpt ../runs/draft/checkpoint-last.pth --name fmnist-draft --out ../models/draft
+
+fixtures:
+	cd scripts && $(PY) make_fixtures.py --ckpt ../runs/target/checkpoint-last.pth --out ../mar/testdata/parity_target.json

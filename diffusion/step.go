@@ -1,0 +1,69 @@
+package diffusion
+
+import "math"
+
+// StepOptions are the sampler settings that change the reverse Gaussians.
+type StepOptions struct {
+	ClipX0         bool    // clip the x0 prediction to [-1, 1] (pixel tokens)
+	Temperature    float64 // multiplies the standard deviation; 0 means 1
+	FinalStepNoise bool    // give the last step (k = 0) its variance; MAR adds no noise there
+}
+
+// Posterior fills the mean and log-variance of the Gaussian the reverse step k samples from,
+// given x_t and the head's epsilon and variance interpolation v in [-1, 1]. logVar includes
+// the temperature: it is the variance actually sampled with, so densities computed from it
+// are those of the sampler.
+func (s *Schedule) Posterior(k int, xt []float64, eps, v []float32, opt StepOptions, mean, logVar []float64) {
+	tempLog := 0.0
+	if opt.Temperature > 0 && opt.Temperature != 1 {
+		tempLog = 2 * math.Log(opt.Temperature)
+	}
+	for i, x := range xt {
+		x0 := s.sqrtRecipAcp[k]*x - s.sqrtRecipM1Acp[k]*float64(eps[i])
+		if opt.ClipX0 {
+			x0 = math.Max(-1, math.Min(1, x0))
+		}
+		mean[i] = s.coef1[k]*x0 + s.coef2[k]*x
+		frac := (float64(v[i]) + 1) / 2
+		logVar[i] = frac*s.logBetas[k] + (1-frac)*s.postLogVarClipped[k] + tempLog
+	}
+}
+
+// Step draws x_{k-1} = mean + exp(logVar/2)*noise into out. At k = 0 MAR adds no noise and
+// returns the mean, unless FinalStepNoise asks for a proper Gaussian last step.
+func (s *Schedule) Step(k int, mean, logVar, noise, out []float64, opt StepOptions) {
+	if k == 0 && !opt.FinalStepNoise {
+		copy(out, mean)
+		return
+	}
+	for i := range out {
+		out[i] = mean[i] + math.Exp(0.5*logVar[i])*noise[i]
+	}
+}
+
+// IsDeterministic reports whether step k adds no noise under opt.
+func IsDeterministic(k int, opt StepOptions) bool { return k == 0 && !opt.FinalStepNoise }
+
+// GaussianLogDensity is log N(x; mean, diag(exp(logVar))), summed over dimensions.
+func GaussianLogDensity(x, mean, logVar []float64) float64 {
+	const log2Pi = 1.8378770664093453
+	sum := 0.0
+	for i := range x {
+		d := x[i] - mean[i]
+		sum += -0.5 * (log2Pi + logVar[i] + d*d*math.Exp(-logVar[i]))
+	}
+	return sum
+}
+
+// GuidedEpsilon mixes conditional and unconditional epsilon for classifier-free guidance.
+func GuidedEpsilon(cond, uncond []float32, scale float64, out []float32) {
+	for i := range out {
+		out[i] = float32(float64(uncond[i]) + scale*(float64(cond[i])-float64(uncond[i])))
+	}
+}
+
+// LinearCFGScale is MAR's linear guidance schedule: 1 + (cfg-1)*known/L, with known the
+// number of tokens known after the current AR step.
+func LinearCFGScale(cfg float64, knownAfterStep, seqLen int) float64 {
+	return 1 + (cfg-1)*float64(knownAfterStep)/float64(seqLen)
+}

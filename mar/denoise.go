@@ -1,0 +1,103 @@
+package mar
+
+import (
+	"fmt"
+
+	"marspec/diffusion"
+)
+
+// DenoiseRow is one token to sample: its conditioning vector(s), guidance scale and noise.
+type DenoiseRow struct {
+	Z       []float32 // [W] conditional
+	ZUncond []float32 // [W] unconditional (fake class); nil when CFG is off
+	CFG     float64
+	Noise   *TokenNoise
+}
+
+// StepTrace is what one reverse step used for one row: the Gaussian it sampled from.
+type StepTrace struct {
+	Mean, LogVar []float64
+}
+
+// Denoiser runs the reverse diffusion of a diffusion head for many rows at once, one head call
+// per sampling step (two halves when guided). Buffers are reused between calls.
+type Denoiser struct {
+	Head     Head
+	Schedule *diffusion.Schedule
+	Options  diffusion.StepOptions
+
+	xt, t, z, out, eps, v []float32
+}
+
+// Run samples every row. x0 receives [rows][D]; trace, when non-nil, receives per row the
+// Gaussian of every step (indexed by step taken, so trace[r][steps-1] is the last step).
+func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, trace [][]StepTrace) error {
+	n := len(rows)
+	if n == 0 {
+		return nil
+	}
+	dim, width := d.Head.TokenDim(), d.Head.Width()
+	guided := rows[0].ZUncond != nil
+	calls := n
+	if guided {
+		calls = 2 * n
+	}
+	d.xt = grow(d.xt, calls*dim)
+	d.t = grow(d.t, calls)
+	d.z = grow(d.z, calls*width)
+	d.out = grow(d.out, calls*2*dim)
+	d.eps = grow(d.eps, dim)
+	d.v = grow(d.v, dim)
+	for r, row := range rows {
+		if (row.ZUncond != nil) != guided {
+			return fmt.Errorf("denoise: rows mix guided and unguided sampling")
+		}
+		copy(d.z[r*width:], row.Z)
+		if guided {
+			copy(d.z[(n+r)*width:], row.ZUncond)
+		}
+		copy(x0[r], row.Noise.XT)
+	}
+	mean, logVar := make([]float64, dim), make([]float64, dim)
+	steps := d.Schedule.Steps()
+	for i := 0; i < steps; i++ {
+		k := steps - 1 - i
+		tt := float32(d.Schedule.TrainingTimestep(k))
+		for r := range rows {
+			for j := 0; j < dim; j++ {
+				d.xt[r*dim+j] = float32(x0[r][j])
+			}
+			d.t[r] = tt
+			if guided {
+				copy(d.xt[(n+r)*dim:(n+r+1)*dim], d.xt[r*dim:(r+1)*dim])
+				d.t[n+r] = tt
+			}
+		}
+		if err := d.Head.Predict(d.xt[:calls*dim], d.t[:calls], d.z[:calls*width], calls, d.out[:calls*2*dim]); err != nil {
+			return err
+		}
+		for r, row := range rows {
+			cond := d.out[r*2*dim : (r+1)*2*dim]
+			copy(d.v, cond[dim:])
+			if guided {
+				uncond := d.out[(n+r)*2*dim : (n+r+1)*2*dim]
+				diffusion.GuidedEpsilon(cond[:dim], uncond[:dim], row.CFG, d.eps)
+			} else {
+				copy(d.eps, cond[:dim])
+			}
+			d.Schedule.Posterior(k, x0[r], d.eps, d.v, d.Options, mean, logVar)
+			if trace != nil {
+				trace[r][i] = StepTrace{Mean: append([]float64(nil), mean...), LogVar: append([]float64(nil), logVar...)}
+			}
+			d.Schedule.Step(k, mean, logVar, row.Noise.Eps[i], x0[r], d.Options)
+		}
+	}
+	return nil
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}

@@ -1,0 +1,194 @@
+package mar
+
+import (
+	"fmt"
+
+	"marspec/diffusion"
+)
+
+// Model is a loaded model pack ready to sample: transformer, diffusion head and schedule.
+type Model struct {
+	Manifest    *Manifest
+	Transformer Transformer
+	Head        Head
+	Tokenizer   Tokenizer
+}
+
+// Options are the sampling settings of one generation request.
+type Options struct {
+	Seed        uint64
+	CFG         float64 // 1 = no guidance
+	CFGSchedule string  // "linear" (MAR's) or "constant"
+	Temperature float64
+	NumIter     int // AR steps; 0 or L = one token per step (the paper's setting)
+	Steps       int // diffusion sampling steps; 0 = the manifest's
+	Batch       int // images per transformer batch; 0 = all
+}
+
+// Image is one generated image.
+type Image struct {
+	Index  int // position in the request; with Seed it fixes the image
+	Class  int
+	Tokens []float32 // [L*D]
+	Pixels []uint8   // [C][H][W]
+}
+
+// Validate checks options against the model and fills defaults.
+func (m *Model) Validate(opt *Options) error {
+	L := m.Manifest.SeqLen()
+	if opt.CFG == 0 {
+		opt.CFG = 1
+	}
+	if opt.CFG < 1 || opt.CFG > 50 {
+		return fmt.Errorf("cfg %g out of range (allowed: 1 to 50; 1 = no guidance)", opt.CFG)
+	}
+	switch opt.CFGSchedule {
+	case "":
+		opt.CFGSchedule = "linear"
+	case "linear", "constant":
+	default:
+		return fmt.Errorf("cfg schedule %q unknown (allowed: linear, constant)", opt.CFGSchedule)
+	}
+	if opt.Temperature == 0 {
+		opt.Temperature = 1
+	}
+	if opt.Temperature < 0.05 || opt.Temperature > 5 {
+		return fmt.Errorf("temperature %g out of range (allowed: 0.05 to 5)", opt.Temperature)
+	}
+	if opt.NumIter == 0 {
+		opt.NumIter = L
+	}
+	if opt.NumIter < 1 || opt.NumIter > L {
+		return fmt.Errorf("num-iter %d out of range (allowed: 1 to %d)", opt.NumIter, L)
+	}
+	tsteps := m.Manifest.Diffusion.TrainingSteps
+	if opt.Steps == 0 {
+		opt.Steps = m.Manifest.Diffusion.SamplingSteps
+	}
+	if opt.Steps < 1 || opt.Steps > tsteps {
+		return fmt.Errorf("steps %d out of range (allowed: 1 to %d)", opt.Steps, tsteps)
+	}
+	if opt.Batch < 0 {
+		return fmt.Errorf("batch %d must be positive", opt.Batch)
+	}
+	return nil
+}
+
+// CheckClasses rejects class ids outside the pack.
+func (m *Model) CheckClasses(classes []int) error {
+	for _, c := range classes {
+		if c < 0 || c >= len(m.Manifest.Classes) {
+			return fmt.Errorf("class %d out of range (allowed: 0 to %d)", c, len(m.Manifest.Classes)-1)
+		}
+	}
+	return nil
+}
+
+// NewDenoiser builds the reverse-diffusion runner for these options.
+func (m *Model) NewDenoiser(opt Options, finalStepNoise bool) (*Denoiser, error) {
+	d := m.Manifest.Diffusion
+	s, err := diffusion.NewSchedule(d.Schedule, d.TrainingSteps, opt.Steps)
+	if err != nil {
+		return nil, err
+	}
+	return &Denoiser{Head: m.Head, Schedule: s, Options: diffusion.StepOptions{
+		ClipX0: d.ClipX0, Temperature: opt.Temperature, FinalStepNoise: finalStepNoise}}, nil
+}
+
+// CFGScale is the guidance scale of a step after which `known` of L tokens are known.
+func CFGScale(opt Options, known, seqLen int) float64 {
+	if opt.CFGSchedule == "constant" {
+		return opt.CFG
+	}
+	return diffusion.LinearCFGScale(opt.CFG, known, seqLen)
+}
+
+// Generate samples one image per entry of classes with the model alone (no speculation).
+// Image i depends only on (opt, i, classes[i]): the batch size does not change it.
+func (m *Model) Generate(classes []int, opt Options) ([]Image, error) {
+	if err := m.Validate(&opt); err != nil {
+		return nil, err
+	}
+	if err := m.CheckClasses(classes); err != nil {
+		return nil, err
+	}
+	den, err := m.NewDenoiser(opt, false)
+	if err != nil {
+		return nil, err
+	}
+	batch := opt.Batch
+	if batch == 0 || batch > len(classes) {
+		batch = len(classes)
+	}
+	images := make([]Image, 0, len(classes))
+	for start := 0; start < len(classes); start += batch {
+		end := min(start+batch, len(classes))
+		got, err := m.generateBatch(classes[start:end], start, opt, den)
+		if err != nil {
+			return nil, err
+		}
+		images = append(images, got...)
+	}
+	return images, nil
+}
+
+func (m *Model) generateBatch(classes []int, first int, opt Options, den *Denoiser) ([]Image, error) {
+	b := len(classes)
+	L, D, W := m.Manifest.SeqLen(), m.Manifest.TokenDim, m.Manifest.Width
+	guided := opt.CFG != 1
+	ctx := NewContextBatch(b, L, D)
+	orders := make([][]int, b)
+	for i := range classes {
+		orders[i] = RandomOrder(orderRNG(opt.Seed, first+i), L)
+		ctx.ClassIDs[i] = int64(classes[i])
+	}
+	z := make([]float32, b*L*W)
+	var zu []float32
+	if guided {
+		zu = make([]float32, b*L*W)
+	}
+	known := 0
+	for _, size := range StepSizes(L, opt.NumIter) {
+		if err := ctx.Condition(m.Transformer, z, zu); err != nil {
+			return nil, err
+		}
+		scale := CFGScale(opt, known+size, L)
+		rows := make([]DenoiseRow, 0, b*size)
+		where := make([][2]int, 0, b*size)
+		for i := 0; i < b; i++ {
+			for _, pos := range orders[i][known : known+size] {
+				row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale,
+					Noise: NewTokenNoise(opt.Seed, first+i, pos, opt.Steps, D)}
+				if guided {
+					row.ZUncond = zu[(i*L+pos)*W : (i*L+pos+1)*W]
+				}
+				rows = append(rows, row)
+				where = append(where, [2]int{i, pos})
+			}
+		}
+		x0 := make2D(len(rows), D)
+		if err := den.Run(rows, x0, nil); err != nil {
+			return nil, err
+		}
+		for r, w := range where {
+			ctx.Set(w[0], w[1], x0[r])
+		}
+		known += size
+	}
+	images := make([]Image, b)
+	for i := range images {
+		tok := ctx.Tokens[i*L*D : (i+1)*L*D]
+		images[i] = Image{Index: first + i, Class: classes[i], Tokens: append([]float32(nil), tok...),
+			Pixels: m.Tokenizer.Decode(tok)}
+	}
+	return images, nil
+}
+
+func make2D(n, d int) [][]float64 {
+	flat := make([]float64, n*d)
+	out := make([][]float64, n)
+	for i := range out {
+		out[i] = flat[i*d : (i+1)*d]
+	}
+	return out
+}

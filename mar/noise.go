@@ -1,0 +1,33 @@
+package mar
+
+import "math/rand/v2"
+
+// TokenNoise is the Gaussian noise one token's reverse diffusion consumes: the starting point
+// x_T and one epsilon per sampling step. It depends only on (seed, image, position), never on
+// the order or batch in which tokens are generated: batching does not change an image, and two
+// models given the same TokenNoise follow aligned trajectories.
+type TokenNoise struct {
+	XT  []float64   // [D]
+	Eps [][]float64 // [steps][D]; Eps[i] is used by the i-th step taken (respaced index steps-1-i)
+}
+
+// NewTokenNoise draws the noise of one token position.
+func NewTokenNoise(seed uint64, image, pos, steps, dim int) *TokenNoise {
+	rng := rand.New(rand.NewPCG(seed^0x6a09e667f3bcc908, uint64(image)<<20|uint64(pos)))
+	n := &TokenNoise{XT: make([]float64, dim), Eps: make([][]float64, steps)}
+	for i := range n.XT {
+		n.XT[i] = rng.NormFloat64()
+	}
+	for s := range n.Eps {
+		n.Eps[s] = make([]float64, dim)
+		for i := range n.Eps[s] {
+			n.Eps[s][i] = rng.NormFloat64()
+		}
+	}
+	return n
+}
+
+// orderRNG is the random source of one image's generation order.
+func orderRNG(seed uint64, image int) *rand.Rand {
+	return rand.New(rand.NewPCG(seed^0xbb67ae8584caa73b, uint64(image)))
+}

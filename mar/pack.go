@@ -1,0 +1,173 @@
+package mar
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// Manifest describes a model pack (docs/model-pack.md).
+type Manifest struct {
+	Format string `json:"format"`
+	Name   string `json:"name"`
+	Image  struct {
+		Height   int `json:"height"`
+		Width    int `json:"width"`
+		Channels int `json:"channels"`
+	} `json:"image"`
+	Tokenizer struct {
+		Kind  string `json:"kind"`
+		Patch int    `json:"patch"`
+		Scale string `json:"scale"`
+	} `json:"tokenizer"`
+	Grid struct {
+		Height int `json:"height"`
+		Width  int `json:"width"`
+	} `json:"grid"`
+	TokenDim   int      `json:"token_dim"`
+	Width      int      `json:"width"`
+	BufferSize int      `json:"buffer_size"`
+	Classes    []string `json:"classes"`
+	Diffusion  struct {
+		Schedule      string `json:"schedule"`
+		TrainingSteps int    `json:"training_steps"`
+		SamplingSteps int    `json:"sampling_steps"`
+		Variance      string `json:"variance"`
+		ClipX0        bool   `json:"clip_x0"`
+	} `json:"diffusion"`
+	Training json.RawMessage `json:"training,omitempty"`
+}
+
+// Pack is a manifest plus the bytes of its two graphs.
+type Pack struct {
+	Source      string // where it was read from, for messages
+	Manifest    *Manifest
+	Transformer []byte
+	Head        []byte
+}
+
+// SeqLen is L, the number of tokens per image.
+func (m *Manifest) SeqLen() int { return m.Grid.Height * m.Grid.Width }
+
+// ClassIndex resolves a class given by index or by (case-insensitive) name.
+func (m *Manifest) ClassIndex(s string) (int, error) {
+	if i, err := strconv.Atoi(s); err == nil {
+		if i < 0 || i >= len(m.Classes) {
+			return 0, fmt.Errorf("class %d out of range (allowed: 0 to %d, or a name: %s)", i, len(m.Classes)-1, strings.Join(m.Classes, ", "))
+		}
+		return i, nil
+	}
+	for i, name := range m.Classes {
+		if strings.EqualFold(name, s) {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown class %q (allowed: 0 to %d, or a name: %s)", s, len(m.Classes)-1, strings.Join(m.Classes, ", "))
+}
+
+// ParseManifest decodes and validates manifest bytes; source names the file in errors.
+func ParseManifest(data []byte, source string) (*Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%s: invalid JSON: %v", source, err)
+	}
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %v", source, err)
+	}
+	return &m, nil
+}
+
+func (m *Manifest) validate() error {
+	switch {
+	case m.Format != "marspec-pack/1":
+		return fmt.Errorf("format %q unsupported (allowed: marspec-pack/1)", m.Format)
+	case m.Name == "":
+		return errors.New("name is missing")
+	case m.Image.Height < 1 || m.Image.Width < 1 || m.Image.Channels < 1:
+		return errors.New("image height, width and channels must be positive")
+	case m.Tokenizer.Kind != "space_to_depth":
+		return fmt.Errorf("tokenizer kind %q unsupported (allowed: space_to_depth)", m.Tokenizer.Kind)
+	case m.Tokenizer.Patch < 1:
+		return errors.New("tokenizer patch must be positive")
+	case m.Grid.Height*m.Tokenizer.Patch != m.Image.Height || m.Grid.Width*m.Tokenizer.Patch != m.Image.Width:
+		return fmt.Errorf("grid %dx%d with patch %d does not cover image %dx%d",
+			m.Grid.Height, m.Grid.Width, m.Tokenizer.Patch, m.Image.Height, m.Image.Width)
+	case m.TokenDim != m.Image.Channels*m.Tokenizer.Patch*m.Tokenizer.Patch:
+		return fmt.Errorf("token_dim %d != channels*patch*patch = %d", m.TokenDim, m.Image.Channels*m.Tokenizer.Patch*m.Tokenizer.Patch)
+	case m.Width < 1:
+		return errors.New("width must be positive")
+	case len(m.Classes) == 0:
+		return errors.New("classes is empty")
+	case m.Diffusion.Schedule != "cosine" && m.Diffusion.Schedule != "linear":
+		return fmt.Errorf("diffusion schedule %q unsupported (allowed: cosine, linear)", m.Diffusion.Schedule)
+	case m.Diffusion.Variance != "learned_range":
+		return fmt.Errorf("diffusion variance %q unsupported (allowed: learned_range)", m.Diffusion.Variance)
+	case m.Diffusion.TrainingSteps < 2:
+		return errors.New("diffusion training_steps must be at least 2")
+	case m.Diffusion.SamplingSteps < 1 || m.Diffusion.SamplingSteps > m.Diffusion.TrainingSteps:
+		return fmt.Errorf("diffusion sampling_steps %d out of range (allowed: 1 to training_steps %d)",
+			m.Diffusion.SamplingSteps, m.Diffusion.TrainingSteps)
+	}
+	return nil
+}
+
+// LoadPackFS reads a pack from dir inside fsys (e.g. the embedded default packs).
+func LoadPackFS(fsys fs.FS, dir, source string) (*Pack, error) {
+	read := func(name string) ([]byte, error) {
+		data, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("model pack %s: cannot read %s: %v", source, name, err)
+		}
+		return data, nil
+	}
+	raw, err := read("manifest.json")
+	if err != nil {
+		return nil, err
+	}
+	m, err := ParseManifest(raw, source+"/manifest.json")
+	if err != nil {
+		return nil, err
+	}
+	p := &Pack{Source: source, Manifest: m}
+	if p.Transformer, err = read("transformer.onnx"); err != nil {
+		return nil, err
+	}
+	if p.Head, err = read("head.onnx"); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// LoadPackDir reads a pack from a folder on disk.
+func LoadPackDir(dir string) (*Pack, error) {
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("model pack %s: no such folder", dir)
+	}
+	return LoadPackFS(os.DirFS(dir), ".", dir)
+}
+
+// Open builds a runnable model from a pack (ONNX Runtime must be initialised).
+func (p *Pack) Open(opt SessionOptions) (*Model, error) {
+	tr, err := NewONNXTransformer(p.Transformer, p.Manifest, opt, p.Source+"/transformer.onnx")
+	if err != nil {
+		return nil, err
+	}
+	head, err := NewONNXHead(p.Head, p.Manifest, opt, p.Source+"/head.onnx")
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	tok, err := NewTokenizer(p.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Manifest: p.Manifest, Transformer: tr, Head: head, Tokenizer: tok}, nil
+}

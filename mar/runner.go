@@ -1,0 +1,257 @@
+package mar
+
+import (
+	"fmt"
+	"sync"
+
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+// Transformer maps known tokens and a class to one conditioning vector per position.
+type Transformer interface {
+	// Forward fills z [batch, L, W]. tokens [batch, L, D]; mask [batch, L] with 1 = unknown;
+	// dropClass [batch] with 1 = "no class" (classifier-free guidance).
+	Forward(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, z []float32) error
+	SeqLen() int
+	TokenDim() int
+	Width() int
+}
+
+// Head is the diffusion head: (x_t, t, z) -> (epsilon, variance interpolation).
+type Head interface {
+	// Predict fills out [n, 2D] from xt [n, D], t [n] (training timesteps) and z [n, W].
+	Predict(xt, t, z []float32, n int, out []float32) error
+	TokenDim() int
+	Width() int
+}
+
+// onnxGraph is one ONNX session with tensors cached per batch size, so repeated calls at a
+// size allocate nothing. Safe for concurrent use (calls are serialised).
+type onnxGraph struct {
+	mu      sync.Mutex
+	source  string
+	session *ort.DynamicAdvancedSession
+	inputs  []ioSpec
+	outputs []ioSpec
+	cache   map[int]*boundTensors
+}
+
+// ioSpec is a graph input or output: its name, element type and shape with -1 for the batch.
+type ioSpec struct {
+	name  string
+	int64 bool
+	shape []int64
+}
+
+type boundTensors struct {
+	in, out []ort.Value
+}
+
+func newONNXGraph(data []byte, source string, opt SessionOptions, inputs, outputs []ioSpec) (*onnxGraph, error) {
+	ins, outs, err := ort.GetInputOutputInfoWithONNXData(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a readable ONNX model: %v", source, oneLine(err))
+	}
+	if err := checkIO(source, "input", ins, inputs); err != nil {
+		return nil, err
+	}
+	if err := checkIO(source, "output", outs, outputs); err != nil {
+		return nil, err
+	}
+	so, err := newSessionOptions(opt)
+	if err != nil {
+		return nil, err
+	}
+	defer so.Destroy()
+	names := func(specs []ioSpec) []string {
+		n := make([]string, len(specs))
+		for i, s := range specs {
+			n[i] = s.name
+		}
+		return n
+	}
+	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(data, names(inputs), names(outputs), so)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot create session: %v", source, oneLine(err))
+	}
+	return &onnxGraph{source: source, session: sess, inputs: inputs, outputs: outputs, cache: map[int]*boundTensors{}}, nil
+}
+
+func checkIO(source, kind string, got []ort.InputOutputInfo, want []ioSpec) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%s: has %d %ss, want %d (%s)", source, len(got), kind, len(want), specNames(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Name != w.name {
+			return fmt.Errorf("%s: %s %d is %q, want %q", source, kind, i, g.Name, w.name)
+		}
+		wantType := ort.TensorElementDataType(ort.TensorElementDataTypeFloat)
+		if w.int64 {
+			wantType = ort.TensorElementDataType(ort.TensorElementDataTypeInt64)
+		}
+		if g.DataType != wantType {
+			return fmt.Errorf("%s: %s %q has type %v, want %v", source, kind, w.name, g.DataType, wantType)
+		}
+		if len(g.Dimensions) != len(w.shape) {
+			return fmt.Errorf("%s: %s %q has rank %d, want %d", source, kind, w.name, len(g.Dimensions), len(w.shape))
+		}
+		for d, size := range w.shape {
+			if size > 0 && g.Dimensions[d] > 0 && g.Dimensions[d] != size {
+				return fmt.Errorf("%s: %s %q has shape %v, want %v (-1 = batch)", source, kind, w.name, g.Dimensions, w.shape)
+			}
+		}
+	}
+	return nil
+}
+
+func specNames(specs []ioSpec) string {
+	s := ""
+	for i, sp := range specs {
+		if i > 0 {
+			s += ", "
+		}
+		s += sp.name
+	}
+	return s
+}
+
+func (g *onnxGraph) tensors(batch int) (*boundTensors, error) {
+	if b, ok := g.cache[batch]; ok {
+		return b, nil
+	}
+	make1 := func(s ioSpec) (ort.Value, error) {
+		shape := make([]int64, len(s.shape))
+		for i, d := range s.shape {
+			shape[i] = d
+			if d < 0 {
+				shape[i] = int64(batch)
+			}
+		}
+		if s.int64 {
+			return ort.NewEmptyTensor[int64](ort.NewShape(shape...))
+		}
+		return ort.NewEmptyTensor[float32](ort.NewShape(shape...))
+	}
+	b := &boundTensors{}
+	for _, s := range g.inputs {
+		v, err := make1(s)
+		if err != nil {
+			return nil, err
+		}
+		b.in = append(b.in, v)
+	}
+	for _, s := range g.outputs {
+		v, err := make1(s)
+		if err != nil {
+			return nil, err
+		}
+		b.out = append(b.out, v)
+	}
+	if len(g.cache) > 16 { // many distinct sizes: keep memory bounded
+		g.dropCache()
+	}
+	g.cache[batch] = b
+	return b, nil
+}
+
+func (g *onnxGraph) dropCache() {
+	for k, b := range g.cache {
+		for _, v := range append(b.in, b.out...) {
+			v.Destroy()
+		}
+		delete(g.cache, k)
+	}
+}
+
+// run copies float32/int64 inputs in, runs the graph and copies the first output out.
+func (g *onnxGraph) run(batch int, out []float32, inputs ...any) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, err := g.tensors(batch)
+	if err != nil {
+		return fmt.Errorf("%s: %v", g.source, err)
+	}
+	for i, in := range inputs {
+		switch data := in.(type) {
+		case []float32:
+			dst := b.in[i].(*ort.Tensor[float32]).GetData()
+			if len(data) < len(dst) {
+				return fmt.Errorf("%s: input %s has %d values, want %d", g.source, g.inputs[i].name, len(data), len(dst))
+			}
+			copy(dst, data)
+		case []int64:
+			dst := b.in[i].(*ort.Tensor[int64]).GetData()
+			if len(data) < len(dst) {
+				return fmt.Errorf("%s: input %s has %d values, want %d", g.source, g.inputs[i].name, len(data), len(dst))
+			}
+			copy(dst, data)
+		}
+	}
+	if err := g.session.Run(b.in, b.out); err != nil {
+		return fmt.Errorf("%s: run failed: %v", g.source, oneLine(err))
+	}
+	res := b.out[0].(*ort.Tensor[float32]).GetData()
+	if len(out) < len(res) {
+		return fmt.Errorf("%s: output buffer holds %d values, need %d", g.source, len(out), len(res))
+	}
+	copy(out, res)
+	return nil
+}
+
+func (g *onnxGraph) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dropCache()
+	return g.session.Destroy()
+}
+
+// ONNXTransformer runs transformer.onnx.
+type ONNXTransformer struct {
+	*onnxGraph
+	seqLen, dim, width int
+}
+
+// NewONNXTransformer opens transformer.onnx and checks its inputs and outputs against the pack.
+func NewONNXTransformer(data []byte, m *Manifest, opt SessionOptions, source string) (*ONNXTransformer, error) {
+	L, D, W := int64(m.SeqLen()), int64(m.TokenDim), int64(m.Width)
+	g, err := newONNXGraph(data, source, opt,
+		[]ioSpec{{"tokens", false, []int64{-1, L, D}}, {"mask", false, []int64{-1, L}},
+			{"class_ids", true, []int64{-1}}, {"drop_class", false, []int64{-1}}},
+		[]ioSpec{{"z", false, []int64{-1, L, W}}})
+	if err != nil {
+		return nil, err
+	}
+	return &ONNXTransformer{g, int(L), int(D), int(W)}, nil
+}
+
+func (t *ONNXTransformer) Forward(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, z []float32) error {
+	return t.run(batch, z, tokens, mask, classIDs, dropClass)
+}
+func (t *ONNXTransformer) SeqLen() int   { return t.seqLen }
+func (t *ONNXTransformer) TokenDim() int { return t.dim }
+func (t *ONNXTransformer) Width() int    { return t.width }
+
+// ONNXHead runs head.onnx.
+type ONNXHead struct {
+	*onnxGraph
+	dim, width int
+}
+
+// NewONNXHead opens head.onnx and checks its inputs and outputs against the pack.
+func NewONNXHead(data []byte, m *Manifest, opt SessionOptions, source string) (*ONNXHead, error) {
+	D, W := int64(m.TokenDim), int64(m.Width)
+	g, err := newONNXGraph(data, source, opt,
+		[]ioSpec{{"x_t", false, []int64{-1, D}}, {"t", false, []int64{-1}}, {"z", false, []int64{-1, W}}},
+		[]ioSpec{{"out", false, []int64{-1, 2 * D}}})
+	if err != nil {
+		return nil, err
+	}
+	return &ONNXHead{g, int(D), int(W)}, nil
+}
+
+func (h *ONNXHead) Predict(xt, t, z []float32, n int, out []float32) error {
+	return h.run(n, out, xt, t, z)
+}
+func (h *ONNXHead) TokenDim() int { return h.dim }
+func (h *ONNXHead) Width() int    { return h.width }

@@ -1,0 +1,10 @@
+// Package models embeds the default model packs (trained on Fashion-MNIST by scripts/train.py,
+// exported by scripts/export.py; see docs/models.md) so the binary runs with no flags.
+package models
+
+import "embed"
+
+// FS holds target/ and draft/, each a model pack (docs/model-pack.md).
+//
+//go:embed target draft
+var FS embed.FS

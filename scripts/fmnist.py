@@ -1,0 +1,33 @@
+"""Fashion-MNIST from Debian's dataset-fashion-mnist, tokenized as marspec's packs expect."""
+import gzip
+
+import numpy as np
+import torch
+
+ROOT = "/usr/share/datasets/fashion-mnist"
+CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+           "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
+PATCH = 4
+
+
+def load(split="train"):
+    prefix = "train" if split == "train" else "t10k"
+    with gzip.open(f"{ROOT}/{prefix}-images-idx3-ubyte.gz") as f:
+        images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 28, 28)
+    with gzip.open(f"{ROOT}/{prefix}-labels-idx1-ubyte.gz") as f:
+        labels = np.frombuffer(f.read(), np.uint8, offset=8)
+    return images, labels.astype(np.int64)
+
+
+def tokenize(images_u8):
+    """[N,28,28] uint8 -> [N,49,16] float in [-1,1]; token[i*4+j] = pixel[gy*4+i][gx*4+j]."""
+    x = torch.from_numpy(images_u8.astype(np.float32) / 127.5 - 1.0)
+    n = x.shape[0]
+    x = x.reshape(n, 7, PATCH, 7, PATCH).permute(0, 1, 3, 2, 4)
+    return x.reshape(n, 49, PATCH * PATCH)
+
+
+def untokenize(tokens):
+    n = tokens.shape[0]
+    x = tokens.reshape(n, 7, 7, PATCH, PATCH).permute(0, 1, 3, 2, 4).reshape(n, 28, 28)
+    return ((x.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).numpy()
