@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The tests run the real command: the test binary re-executes itself as marspec.
+func TestMain(m *testing.M) {
+	if os.Getenv("MARSPEC_RUN_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func marspec(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "MARSPEC_RUN_MAIN=1", "MARSPEC_ORT_LIB="+ortLib(t)), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func ortLib(t *testing.T) string {
+	p, err := filepath.Abs("../../third_party/onnxruntime/libonnxruntime.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestGenerateIsDeterministic(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	for _, dir := range []string{a, b} {
+		if _, stderr, code := marspec(t, nil, "generate", "--model", "target", "--class", "7", "--n", "4", "--seed", "1", "--out", dir); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(a, "*.png"))
+	if len(files) != 5 {
+		t.Fatalf("want 4 images and a grid, got %v", files)
+	}
+	for _, f := range files {
+		x, _ := os.ReadFile(f)
+		y, err := os.ReadFile(filepath.Join(b, filepath.Base(f)))
+		if err != nil || !bytes.Equal(x, y) {
+			t.Fatalf("%s differs between two runs with the same seed", filepath.Base(f))
+		}
+	}
+	// a different batch size gives the same images; a different seed different ones
+	c, d := t.TempDir(), t.TempDir()
+	marspec(t, nil, "generate", "--class", "sneaker", "--n", "4", "--seed", "1", "--batch", "3", "--out", c)
+	marspec(t, nil, "generate", "--class", "7", "--n", "4", "--seed", "2", "--out", d)
+	x, _ := os.ReadFile(filepath.Join(a, "0002_class7_sneaker.png"))
+	y, _ := os.ReadFile(filepath.Join(c, "0002_class7_sneaker.png"))
+	z, _ := os.ReadFile(filepath.Join(d, "0002_class7_sneaker.png"))
+	if !bytes.Equal(x, y) {
+		t.Fatal("batch size changed an image")
+	}
+	if bytes.Equal(x, z) {
+		t.Fatal("seeds 1 and 2 gave the same image")
+	}
+}
+
+func TestBadInputGivesOneLineError(t *testing.T) {
+	broken := t.TempDir()
+	for _, f := range []string{"manifest.json", "head.onnx"} {
+		data, err := os.ReadFile(filepath.Join("../../models/target", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(broken, f), data, 0o644)
+	}
+	os.WriteFile(filepath.Join(broken, "transformer.onnx"), []byte("this is not an onnx model"), 0o644)
+	out := t.TempDir()
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"unknown class", nil, []string{"generate", "--class", "hat"}, `unknown class "hat"`},
+		{"class out of range", nil, []string{"generate", "--class", "10"}, "class 10 out of range"},
+		{"zero n", nil, []string{"generate", "--n", "0"}, "--n 0 out of range"},
+		{"huge n", nil, []string{"generate", "--n", "100000000"}, "out of range"},
+		{"missing pack", nil, []string{"generate", "--model", "/no/such/pack"}, "model pack /no/such/pack: no such folder"},
+		{"corrupted onnx", nil, []string{"generate", "--model", broken, "--out", out}, "transformer.onnx: not a readable ONNX model"},
+		{"missing runtime", []string{"MARSPEC_ORT_LIB=/no/such/libonnxruntime.so"}, []string{"generate", "--out", out}, "onnxruntime library /no/such/libonnxruntime.so not found"},
+		{"bad cfg", nil, []string{"generate", "--cfg", "0.5", "--out", out}, "cfg 0.5 out of range"},
+		{"unknown command", nil, []string{"paint"}, `unknown command "paint"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, stderr, code := marspec(t, c.env, c.args...)
+			if code == 0 {
+				t.Fatalf("exit code 0, want an error")
+			}
+			if !strings.Contains(stderr, c.want) {
+				t.Fatalf("stderr %q does not say %q", stderr, c.want)
+			}
+			if strings.Count(strings.TrimSpace(stderr), "\n") != 0 || strings.Contains(stderr, "panic") {
+				t.Fatalf("want a one-line error, got %q", stderr)
+			}
+		})
+	}
+}
+
+func TestModelsListsClasses(t *testing.T) {
+	out, stderr, code := marspec(t, nil, "models")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"fmnist-target", "fmnist-draft", "7=Sneaker", "9=Ankle boot"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("models output lacks %q:\n%s", want, out)
+		}
+	}
+}
