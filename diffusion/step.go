@@ -67,3 +67,21 @@ func GuidedEpsilon(cond, uncond []float32, scale float64, out []float32) {
 func LinearCFGScale(cfg float64, knownAfterStep, seqLen int) float64 {
 	return 1 + (cfg-1)*float64(knownAfterStep)/float64(seqLen)
 }
+
+// Trace summarises one token's reverse run: what density ratios between two runs need.
+type Trace struct {
+	SumHalfLogVar        float64   // over steps k >= 1: half the log-determinant of the step covariance
+	LastMean, LastLogVar []float64 // the Gaussian of the last step, p(x0 | x1)
+}
+
+// Record adds step k's Gaussian to the trace.
+func (tr *Trace) Record(k int, mean, logVar []float64) {
+	if k == 0 {
+		tr.LastMean = append(tr.LastMean[:0], mean...)
+		tr.LastLogVar = append(tr.LastLogVar[:0], logVar...)
+		return
+	}
+	for _, lv := range logVar {
+		tr.SumHalfLogVar += lv / 2
+	}
+}

@@ -11,12 +11,7 @@ type DenoiseRow struct {
 	Z       []float32 // [W] conditional
 	ZUncond []float32 // [W] unconditional (fake class); nil when CFG is off
 	CFG     float64
-	Noise   *TokenNoise
-}
-
-// StepTrace is what one reverse step used for one row: the Gaussian it sampled from.
-type StepTrace struct {
-	Mean, LogVar []float64
+	Noise   *diffusion.TokenNoise
 }
 
 // Denoiser runs the reverse diffusion of a diffusion head for many rows at once, one head call
@@ -29,9 +24,9 @@ type Denoiser struct {
 	xt, t, z, out, eps, v []float32
 }
 
-// Run samples every row. x0 receives [rows][D]; trace, when non-nil, receives per row the
-// Gaussian of every step (indexed by step taken, so trace[r][steps-1] is the last step).
-func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, trace [][]StepTrace) error {
+// Run samples every row. x0 receives [rows][D]; traces, when non-nil, receives per row the
+// summary of its run (reset first).
+func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Trace) error {
 	n := len(rows)
 	if n == 0 {
 		return nil
@@ -57,6 +52,9 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, trace [][]StepTrace) e
 			copy(d.z[(n+r)*width:], row.ZUncond)
 		}
 		copy(x0[r], row.Noise.XT)
+		if traces != nil {
+			traces[r] = diffusion.Trace{}
+		}
 	}
 	mean, logVar := make([]float64, dim), make([]float64, dim)
 	steps := d.Schedule.Steps()
@@ -86,8 +84,8 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, trace [][]StepTrace) e
 				copy(d.eps, cond[:dim])
 			}
 			d.Schedule.Posterior(k, x0[r], d.eps, d.v, d.Options, mean, logVar)
-			if trace != nil {
-				trace[r][i] = StepTrace{Mean: append([]float64(nil), mean...), LogVar: append([]float64(nil), logVar...)}
+			if traces != nil {
+				traces[r].Record(k, mean, logVar)
 			}
 			d.Schedule.Step(k, mean, logVar, row.Noise.Eps[i], x0[r], d.Options)
 		}

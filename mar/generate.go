@@ -23,6 +23,9 @@ type Options struct {
 	NumIter     int // AR steps; 0 or L = one token per step (the paper's setting)
 	Steps       int // diffusion sampling steps; 0 = the manifest's
 	Batch       int // images per transformer batch; 0 = all
+	// FinalStepNoise gives the last diffusion step its variance (MAR adds none). Speculative
+	// decoding needs a Gaussian last step; a target-only baseline compared with it must match.
+	FinalStepNoise bool
 }
 
 // Image is one generated image.
@@ -112,7 +115,7 @@ func (m *Model) Generate(classes []int, opt Options) ([]Image, error) {
 	if err := m.CheckClasses(classes); err != nil {
 		return nil, err
 	}
-	den, err := m.NewDenoiser(opt, false)
+	den, err := m.NewDenoiser(opt, opt.FinalStepNoise)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +142,7 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, den *Denois
 	ctx := NewContextBatch(b, L, D)
 	orders := make([][]int, b)
 	for i := range classes {
-		orders[i] = RandomOrder(orderRNG(opt.Seed, first+i), L)
+		orders[i] = OrderFor(opt.Seed, first+i, L)
 		ctx.ClassIDs[i] = int64(classes[i])
 	}
 	z := make([]float32, b*L*W)
@@ -158,7 +161,7 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, den *Denois
 		for i := 0; i < b; i++ {
 			for _, pos := range orders[i][known : known+size] {
 				row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale,
-					Noise: NewTokenNoise(opt.Seed, first+i, pos, opt.Steps, D)}
+					Noise: diffusion.NewTokenNoise(opt.Seed, first+i, pos, opt.Steps, D)}
 				if guided {
 					row.ZUncond = zu[(i*L+pos)*W : (i*L+pos+1)*W]
 				}

@@ -5,6 +5,16 @@ import (
 	"math/rand/v2"
 )
 
+// orderRNG is the random source of one image's generation order.
+func orderRNG(seed uint64, image int) *rand.Rand {
+	return rand.New(rand.NewPCG(seed^0xbb67ae8584caa73b, uint64(image)))
+}
+
+// OrderFor is the generation order of image `image` under seed.
+func OrderFor(seed uint64, image, seqLen int) []int {
+	return RandomOrder(orderRNG(seed, image), seqLen)
+}
+
 // RandomOrder is the generation order of one image: a uniformly random permutation of the
 // L grid positions, as in MAR.
 func RandomOrder(rng *rand.Rand, seqLen int) []int {

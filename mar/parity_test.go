@@ -134,7 +134,7 @@ func TestTrajectoryMatchesPyTorch(t *testing.T) {
 		den.Options.ClipX0 = tj.ClipX0
 		rows := make([]DenoiseRow, 2)
 		for r := range rows {
-			noise := &TokenNoise{XT: tj.XT[r*D : (r+1)*D], Eps: make([][]float64, steps)}
+			noise := &diffusion.TokenNoise{XT: tj.XT[r*D : (r+1)*D], Eps: make([][]float64, steps)}
 			for s := 0; s < steps; s++ {
 				noise.Eps[s] = tj.Noise[(s*2+r)*D : (s*2+r+1)*D]
 			}
@@ -144,8 +144,8 @@ func TestTrajectoryMatchesPyTorch(t *testing.T) {
 			}
 		}
 		x0 := make2D(2, D)
-		trace := [][]StepTrace{make([]StepTrace, steps), make([]StepTrace, steps)}
-		if err := den.Run(rows, x0, trace); err != nil {
+		traces := make([]diffusion.Trace, 2)
+		if err := den.Run(rows, x0, traces); err != nil {
 			t.Fatal(err)
 		}
 		for r := range rows {
@@ -153,11 +153,14 @@ func TestTrajectoryMatchesPyTorch(t *testing.T) {
 			if d := maxAbsDiff64(x0[r], tj.X0[r*D:(r+1)*D]); d > parityTol {
 				t.Errorf("cfg %g temperature %g row %d: final token max abs error %g > %g", tj.CFG, tj.Temperature, r, d, parityTol)
 			}
-			last := trace[r][steps-1]
-			if d := maxAbsDiff64(last.LogVar, tj.LastLogVar[r*D:(r+1)*D]); d > parityTol {
+			last := traces[r]
+			if d := maxAbsDiff64(last.LastLogVar, tj.LastLogVar[r*D:(r+1)*D]); d > parityTol {
 				t.Errorf("row %d: last-step log-variance error %g", r, d)
 			}
-			lp := diffusion.GaussianLogDensity(x0[r], last.Mean, last.LogVar)
+			if d := maxAbsDiff64(last.LastMean, tj.LastMean[r*D:(r+1)*D]); d > parityTol {
+				t.Errorf("row %d: last-step mean error %g", r, d)
+			}
+			lp := diffusion.GaussianLogDensity(x0[r], last.LastMean, last.LastLogVar)
 			if math.IsNaN(lp) || math.IsInf(lp, 0) {
 				t.Errorf("row %d: log density of the last step is %v", r, lp)
 			}

@@ -1,4 +1,4 @@
-package mar
+package diffusion
 
 import "math/rand/v2"
 
@@ -27,7 +27,20 @@ func NewTokenNoise(seed uint64, image, pos, steps, dim int) *TokenNoise {
 	return n
 }
 
-// orderRNG is the random source of one image's generation order.
-func orderRNG(seed uint64, image int) *rand.Rand {
-	return rand.New(rand.NewPCG(seed^0xbb67ae8584caa73b, uint64(image)))
+// NewTokenNoiseSalted is NewTokenNoise from an independent stream: what a model that does not
+// share noise (no trajectory alignment) uses.
+func NewTokenNoiseSalted(seed, salt uint64, image, pos, steps, dim int) *TokenNoise {
+	return NewTokenNoise(seed^(salt*0x9e3779b97f4a7c15), image, pos, steps, dim)
+}
+
+// HalfSquaredNorm is sum(eps^2)/2 over the noise of the steps that add noise except the last,
+// the term by which unaligned trajectories' densities differ (see align).
+func (n *TokenNoise) HalfSquaredNorm(upTo int) float64 {
+	s := 0.0
+	for _, e := range n.Eps[:upTo] {
+		for _, v := range e {
+			s += v * v / 2
+		}
+	}
+	return s
 }
