@@ -101,8 +101,8 @@ func (e *Engine) Add(jobs ...Job) error {
 	for _, j := range jobs {
 		st := &imageState{job: j, order: mar.OrderFor(e.cfg.Sampling.Seed, j.Index, e.L),
 			tokens: make([]float32, e.L*e.D), mask: make([]float32, e.L),
-			rng:    rand.New(rand.NewPCG(e.cfg.Sampling.Seed^0x3c6ef372fe94f82b, uint64(j.Index))),
-			stats:  newImageStats(e.L)}
+			rng:   rand.New(rand.NewPCG(e.cfg.Sampling.Seed^0x3c6ef372fe94f82b, uint64(j.Index))),
+			stats: newImageStats(e.L)}
 		for i := range st.mask {
 			st.mask[i] = 1
 		}
