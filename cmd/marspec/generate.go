@@ -1,61 +1,186 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"image"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"marspec/arsampler"
 	"marspec/mar"
 	"marspec/render"
 )
 
-// maxImages bounds one request: larger runs belong to `marspec eval` with its own batching.
+// maxImages bounds one request: larger runs belong to offline scoring with its own batching.
 const maxImages = 10000
+
+type generateFlags struct {
+	rt                         *runtimeFlags
+	mode, model, target, draft string
+	class                      string
+	n, numIter, steps, batch   int
+	seed                       uint64
+	out, cfgSchedule           string
+	cfg, temp                  float64
+	finalNoise                 bool
+	spec                       specFlags
+	jsonOut                    bool
+	heatmap                    string
+}
 
 func runGenerate(args []string) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
-	rt := addRuntimeFlags(fs)
-	model := fs.String("model", "target", "model pack: target, draft (embedded) or a pack folder")
-	class := fs.String("class", "all", "class index, class name, or 'all' (n images of every class)")
-	n := fs.Int("n", 1, "images per class")
-	seed := fs.Uint64("seed", 0, "random seed: the same seed and options give the same image bytes")
-	out := fs.String("out", "out", "output folder")
-	cfg := fs.Float64("cfg", 1, "classifier-free guidance scale (1 = off)")
-	cfgSchedule := fs.String("cfg-schedule", "linear", "guidance schedule over AR steps: linear (MAR) or constant")
-	temp := fs.Float64("temperature", 1, "diffusion sampling temperature")
-	numIter := fs.Int("num-iter", 0, "AR steps (0 = one token per step)")
-	steps := fs.Int("steps", 0, "diffusion sampling steps (0 = the pack's)")
-	batch := fs.Int("batch", 0, "images per batch (0 = all at once, up to 64)")
+	g := generateFlags{rt: addRuntimeFlags(fs)}
+	fs.StringVar(&g.mode, "mode", "", "target, draft or spec (default: spec, or target-only when --model is given)")
+	fs.StringVar(&g.model, "model", "", "target-only generation with this pack: target, draft (embedded) or a pack folder")
+	fs.StringVar(&g.target, "target", "target", "target pack (embedded name or folder)")
+	fs.StringVar(&g.draft, "draft", "draft", "draft pack (embedded name or folder)")
+	fs.StringVar(&g.class, "class", "all", "class index, class name, or 'all' (n images of every class)")
+	fs.IntVar(&g.n, "n", 1, "images per class")
+	fs.Uint64Var(&g.seed, "seed", 0, "random seed: the same seed and options give the same image bytes")
+	fs.StringVar(&g.out, "out", "out", "output folder")
+	fs.Float64Var(&g.cfg, "cfg", 1, "classifier-free guidance scale (1 = off)")
+	fs.StringVar(&g.cfgSchedule, "cfg-schedule", "linear", "guidance schedule over AR steps: linear (MAR) or constant")
+	fs.Float64Var(&g.temp, "temperature", 1, "diffusion sampling temperature")
+	fs.IntVar(&g.numIter, "num-iter", 0, "AR steps, target/draft modes (0 = one token per step)")
+	fs.IntVar(&g.steps, "steps", 0, "diffusion sampling steps (0 = the pack's)")
+	fs.IntVar(&g.batch, "batch", 0, "images in flight at once (0 = all, up to 64)")
+	fs.BoolVar(&g.finalNoise, "final-step-noise", false, "target/draft modes: give the last diffusion step its variance, as spec mode must (for like-for-like comparisons)")
+	g.spec.add(fs)
+	fs.BoolVar(&g.jsonOut, "json", false, "print the statistics as one JSON object")
+	fs.StringVar(&g.heatmap, "heatmap", "", "spec mode: write the per-position acceptance map (PNG) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	m, err := rt.open(*model)
+	pack, mode := g.target, g.mode
+	switch {
+	case g.model != "" && (mode == "" || mode == "target"):
+		pack, mode = g.model, "target"
+	case g.model != "":
+		return fmt.Errorf("--model selects target-only generation; with --mode %s use --target and --draft", mode)
+	case mode == "":
+		mode = "spec"
+	case mode == "draft":
+		pack = g.draft
+	case mode != "target" && mode != "spec":
+		return fmt.Errorf("mode %q unknown (allowed: target, draft, spec)", mode)
+	}
+	m, err := g.rt.open(pack)
 	if err != nil {
 		return err
 	}
-	classes, err := requestedClasses(m.Manifest, *class, *n)
+	classes, err := requestedClasses(m.Manifest, g.class, g.n)
 	if err != nil {
 		return err
 	}
-	if *batch == 0 {
-		*batch = min(64, len(classes))
+	if g.batch == 0 {
+		g.batch = min(64, len(classes))
 	}
-	opt := mar.Options{Seed: *seed, CFG: *cfg, CFGSchedule: *cfgSchedule, Temperature: *temp,
-		NumIter: *numIter, Steps: *steps, Batch: *batch}
+	opt := mar.Options{Seed: g.seed, CFG: g.cfg, CFGSchedule: g.cfgSchedule, Temperature: g.temp,
+		NumIter: g.numIter, Steps: g.steps, Batch: g.batch, FinalStepNoise: g.finalNoise}
 	if err := m.Validate(&opt); err != nil {
 		return err
 	}
+	if mode == "spec" {
+		return g.runSpec(m, classes, opt)
+	}
+	start := time.Now()
 	images, err := m.Generate(classes, opt)
 	if err != nil {
 		return err
 	}
-	return saveImages(*out, m, images, opt, *model)
+	secs := time.Since(start).Seconds()
+	if err := saveImages(g.out, m, images, describe(opt, "mode="+mode, "pack="+m.Manifest.Name)); err != nil {
+		return err
+	}
+	return g.report(map[string]any{"mode": mode, "images": len(images), "seconds": secs,
+		"images_per_second": float64(len(images)) / secs}, nil)
+}
+
+func (g *generateFlags) runSpec(target *mar.Model, classes []int, opt mar.Options) error {
+	draft, err := g.rt.open(g.draft)
+	if err != nil {
+		return err
+	}
+	cfg, err := g.spec.config(opt)
+	if err != nil {
+		return err
+	}
+	engine, err := arsampler.NewEngine(target, draft, cfg)
+	if err != nil {
+		return err
+	}
+	jobs := make([]arsampler.Job, len(classes))
+	for i, c := range classes {
+		jobs[i] = arsampler.Job{Index: i, Class: c}
+	}
+	start := time.Now()
+	results, err := engine.Run(jobs, g.batch)
+	if err != nil {
+		return err
+	}
+	sum := arsampler.Summarize(results, engine.Stats, time.Since(start).Seconds())
+	images := make([]mar.Image, len(results))
+	for i, r := range results {
+		images[i] = mar.Image{Index: r.Index, Class: r.Class, Tokens: r.Tokens, Pixels: r.Pixels}
+	}
+	params := describe(engine.Config().Sampling, "mode=spec", "target="+target.Manifest.Name, "draft="+draft.Manifest.Name, g.spec.describe())
+	if err := saveImages(g.out, target, images, params); err != nil {
+		return err
+	}
+	if g.heatmap != "" {
+		man := target.Manifest
+		rates := make([]float64, man.SeqLen())
+		for i := range rates {
+			rates[i] = math.NaN()
+			if n := sum.AcceptedAtPos[i] + sum.RejectedAtPos[i]; n > 0 {
+				rates[i] = float64(sum.AcceptedAtPos[i]) / float64(n)
+			}
+		}
+		if err := render.WritePNG(g.heatmap, render.Heatmap(rates, man.Grid.Height, man.Grid.Width, 24), ""); err != nil {
+			return err
+		}
+	}
+	return g.report(map[string]any{"mode": "spec", "config": g.spec.describe()}, &sum)
+}
+
+// report prints the run's statistics, as text or as one JSON object.
+func (g *generateFlags) report(base map[string]any, sum *arsampler.Summary) error {
+	if g.jsonOut {
+		if sum != nil {
+			data, _ := json.Marshal(sum)
+			_ = json.Unmarshal(data, &base)
+		}
+		return json.NewEncoder(os.Stdout).Encode(base)
+	}
+	if sum == nil {
+		fmt.Printf("%s mode: %d images in %.2f s (%.2f images/s)\n", base["mode"], base["images"], base["seconds"], base["images_per_second"])
+		return nil
+	}
+	s := sum
+	fmt.Printf("spec (%s): %d images in %.2f s (target %.2f s, draft %.2f s, other %.2f s)\n",
+		base["config"], s.Images, s.Seconds, s.TargetSeconds, s.DraftSeconds, s.OtherSeconds)
+	fmt.Printf("  alpha %.3f: %d of %d drafts accepted, %d resampled (%d tries, %d bound hits), %d bonus, %d pre-filled, %d target-only\n",
+		s.Alpha, s.Accepted, s.Drafted, s.Resampled, s.ResamplerTries, s.ResamplerBoundHits, s.Bonus, s.Prefilled, s.TargetOnly)
+	fmt.Printf("  target: %d passes (%d rows); draft: %d passes (%d rows); %d rounds, mean gamma %.2f, %.2f tokens per target pass\n",
+		s.TargetForwards, s.TargetRows, s.DraftForwards, s.DraftRows, s.Rounds, s.MeanGamma, s.TokensPerTarget)
+	fmt.Printf("  draft-target token distance (RMS) %.3f, mean log Sigma %.3f\n", s.MeanTokenDistance, s.MeanLogSigma)
+	return nil
+}
+
+// describe renders sampling options (and extra key=value parts) for PNG metadata.
+func describe(opt mar.Options, extra ...string) string {
+	parts := append(extra, fmt.Sprintf("seed=%d cfg=%g cfg_schedule=%s temperature=%g num_iter=%d steps=%d final_step_noise=%v",
+		opt.Seed, opt.CFG, opt.CFGSchedule, opt.Temperature, opt.NumIter, opt.Steps, opt.FinalStepNoise))
+	return strings.Join(parts, " ")
 }
 
 func requestedClasses(man *mar.Manifest, class string, n int) ([]int, error) {
@@ -86,7 +211,7 @@ func requestedClasses(man *mar.Manifest, class string, n int) ([]int, error) {
 	return classes, nil
 }
 
-func saveImages(dir string, m *mar.Model, images []mar.Image, opt mar.Options, model string) error {
+func saveImages(dir string, m *mar.Model, images []mar.Image, params string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -97,10 +222,9 @@ func saveImages(dir string, m *mar.Model, images []mar.Image, opt mar.Options, m
 		if err != nil {
 			return err
 		}
-		params := fmt.Sprintf("model=%s pack=%s class=%d (%s) index=%d seed=%d cfg=%g cfg_schedule=%s temperature=%g num_iter=%d steps=%d",
-			model, man.Name, im.Class, man.Classes[im.Class], im.Index, opt.Seed, opt.CFG, opt.CFGSchedule, opt.Temperature, opt.NumIter, opt.Steps)
 		name := fmt.Sprintf("%04d_class%d_%s.png", im.Index, im.Class, slug(man.Classes[im.Class]))
-		if err := render.WritePNG(filepath.Join(dir, name), img, params); err != nil {
+		meta := fmt.Sprintf("%s class=%d (%s) index=%d", params, im.Class, man.Classes[im.Class], im.Index)
+		if err := render.WritePNG(filepath.Join(dir, name), img, meta); err != nil {
 			return err
 		}
 		cells = append(cells, img)
@@ -110,11 +234,10 @@ func saveImages(dir string, m *mar.Model, images []mar.Image, opt mar.Options, m
 		cols = n
 	}
 	cols = min(cols, 16)
-	grid := render.Grid(cells, cols, 4)
-	if err := render.WritePNG(filepath.Join(dir, "grid.png"), grid, ""); err != nil {
+	if err := render.WritePNG(filepath.Join(dir, "grid.png"), render.Grid(cells, cols, 4), params); err != nil {
 		return err
 	}
-	fmt.Printf("wrote %d images and grid.png to %s\n", len(images), dir)
+	fmt.Fprintf(os.Stderr, "wrote %d images and grid.png to %s\n", len(images), dir)
 	return nil
 }
 

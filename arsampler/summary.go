@@ -1,0 +1,69 @@
+package arsampler
+
+import "math"
+
+// Summary is the statistics of one speculative run, as the CLI and the service report them.
+type Summary struct {
+	Images             int       `json:"images"`
+	Alpha              float64   `json:"alpha"`
+	Drafted            int       `json:"drafted"`
+	Accepted           int       `json:"accepted"`
+	Resampled          int       `json:"resampled"`
+	Bonus              int       `json:"bonus"`
+	Prefilled          int       `json:"prefilled"`
+	TargetOnly         int       `json:"target_only"`
+	TargetForwards     int       `json:"target_forwards"`
+	TargetRows         int       `json:"target_rows"`
+	DraftForwards      int       `json:"draft_forwards"`
+	DraftRows          int       `json:"draft_rows"`
+	Rounds             int       `json:"rounds"`
+	MeanGamma          float64   `json:"mean_gamma"`
+	TokensPerTarget    float64   `json:"tokens_per_target_pass"` // tokens per image per target pass
+	ResamplerTries     int       `json:"resampler_tries"`
+	ResamplerBoundHits int       `json:"resampler_bound_hits"`
+	MeanTokenDistance  float64   `json:"mean_token_distance"` // RMS draft-target distance over verified drafts
+	MeanLogSigma       float64   `json:"mean_log_sigma"`
+	Seconds            float64   `json:"seconds"`
+	TargetSeconds      float64   `json:"target_seconds"`
+	DraftSeconds       float64   `json:"draft_seconds"`
+	OtherSeconds       float64   `json:"other_seconds"`
+	AcceptedAtStep     []int     `json:"accepted_at_step"`
+	RejectedAtStep     []int     `json:"rejected_at_step"`
+	AcceptedAtPos      []int     `json:"accepted_at_pos"`
+	RejectedAtPos      []int     `json:"rejected_at_pos"`
+	PerImageAlpha      []float64 `json:"per_image_alpha"`
+}
+
+// Summarize adds up a run's per-image statistics and the engine's costs.
+func Summarize(results []Result, es EngineStats, seconds float64) Summary {
+	var tot ImageStats
+	s := Summary{Images: len(results), Seconds: seconds}
+	for _, r := range results {
+		tot.Add(r.Stats)
+		s.PerImageAlpha = append(s.PerImageAlpha, r.Stats.Alpha())
+	}
+	s.Alpha = tot.Alpha()
+	s.Drafted, s.Accepted, s.Resampled, s.Bonus = tot.Drafted, tot.Accepted, tot.Resampled, tot.Bonus
+	s.Prefilled, s.TargetOnly = tot.Prefilled, tot.TargetOnly
+	s.TargetForwards, s.TargetRows, s.DraftForwards, s.DraftRows = es.TargetForwards, es.TargetRows, es.DraftForwards, es.DraftRows
+	s.Rounds = es.Rounds
+	if es.Rounds > 0 {
+		s.MeanGamma = float64(es.GammaSum) / float64(es.Rounds)
+	}
+	tokens := 0
+	for _, r := range results {
+		tokens += len(r.Stats.AcceptedAtPos)
+	}
+	// every image takes part in one target pass per round, so tokens per pass per image is
+	// tokens over the images' rounds (target-only decoding scores 1)
+	s.TokensPerTarget = float64(tokens) / float64(max(tot.Rounds, 1))
+	s.ResamplerTries, s.ResamplerBoundHits = tot.Tries, tot.BoundHits
+	if tot.Drafted > 0 {
+		s.MeanTokenDistance = math.Sqrt(tot.SumSquaredDistance / float64(tot.Drafted))
+		s.MeanLogSigma = tot.SumLogSigma / float64(tot.Drafted)
+	}
+	s.TargetSeconds, s.DraftSeconds, s.OtherSeconds = es.TargetTime.Seconds(), es.DraftTime.Seconds(), es.OtherTime.Seconds()
+	s.AcceptedAtStep, s.RejectedAtStep = tot.AcceptedAtStep, tot.RejectedAtStep
+	s.AcceptedAtPos, s.RejectedAtPos = tot.AcceptedAtPos, tot.RejectedAtPos
+	return s
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+
+	"marspec/align"
+	"marspec/arsampler"
+	"marspec/mar"
+)
+
+// specFlags are the speculative decoding settings shared by generate and bench.
+type specFlags struct {
+	gamma, verify, acceptance, align string
+	prefill                          float64
+	maxTries                         int
+}
+
+func (s *specFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&s.gamma, "gamma", "8", "draft tokens per round: a number, or auto (chosen per round from measured alpha and cost)")
+	fs.Float64Var(&s.prefill, "prefill", 0.05, "fraction of tokens the target generates alone first")
+	fs.StringVar(&s.verify, "verify", "prefix", "prefix (the paper's Algorithm 1) or group (one target pass per round, tokens judged independently)")
+	fs.StringVar(&s.acceptance, "acceptance", "paper", "paper (with Sigma) or exact (Sigma = 1, lossless)")
+	fs.StringVar(&s.align, "align", "on", "share noise between draft and target: on or off")
+	fs.IntVar(&s.maxTries, "max-resample-tries", 1000, "bound on acceptance-rejection tries per rejected token")
+}
+
+func (s *specFlags) config(opt mar.Options) (arsampler.Config, error) {
+	cfg := arsampler.DefaultConfig()
+	cfg.Sampling = opt
+	if s.gamma == "auto" {
+		cfg.AutoGamma = true
+	} else {
+		g, err := strconv.Atoi(s.gamma)
+		if err != nil {
+			return cfg, fmt.Errorf("gamma %q is not a number (allowed: 1 to 256, or auto)", s.gamma)
+		}
+		cfg.Gamma = g
+	}
+	cfg.Prefill = s.prefill
+	var err error
+	if cfg.Verify, err = arsampler.ParseVerify(s.verify); err != nil {
+		return cfg, err
+	}
+	if cfg.Acceptance, err = align.ParseCriterion(s.acceptance); err != nil {
+		return cfg, err
+	}
+	switch s.align {
+	case "on":
+		cfg.Align = true
+	case "off":
+		cfg.Align = false
+	default:
+		return cfg, fmt.Errorf("align %q unknown (allowed: on, off)", s.align)
+	}
+	cfg.MaxResampleTries = s.maxTries
+	return cfg, nil
+}
+
+func (s *specFlags) describe() string {
+	return fmt.Sprintf("gamma=%s prefill=%g verify=%s acceptance=%s align=%s", s.gamma, s.prefill, s.verify, s.acceptance, s.align)
+}
