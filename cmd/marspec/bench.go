@@ -19,8 +19,25 @@ func runBench(args []string) error {
 	draft := fs.String("draft", "draft", "draft pack")
 	images := fs.Int("images", 10, "images per generation measurement")
 	reps := fs.Int("reps", 20, "repetitions per forward measurement")
+	spec := fs.Bool("spec", false, "benchmark speculative decoding instead (a table over settings)")
+	steps := fs.Int("steps", 0, "diffusion sampling steps (0 = the pack's)")
+	var sb specBench
+	sb.add(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *spec {
+		t, err := rt.open(*target)
+		if err != nil {
+			return err
+		}
+		d, err := rt.open(*draft)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("# marspec bench --spec: %s/%s, %d CPUs, provider %s; target %s, draft %s\n\n",
+			runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), rt.provider, t.Manifest.Name, d.Manifest.Name)
+		return sb.run(t, d, *steps)
 	}
 	if *images < 1 || *reps < 1 {
 		return fmt.Errorf("--images and --reps must be at least 1")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,8 +63,8 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	}
 	// a different batch size gives the same images; a different seed different ones
 	c, d := t.TempDir(), t.TempDir()
-	marspec(t, nil, "generate", "--class", "sneaker", "--n", "4", "--seed", "1", "--batch", "3", "--out", c)
-	marspec(t, nil, "generate", "--class", "7", "--n", "4", "--seed", "2", "--out", d)
+	marspec(t, nil, "generate", "--model", "target", "--class", "sneaker", "--n", "4", "--seed", "1", "--batch", "3", "--out", c)
+	marspec(t, nil, "generate", "--model", "target", "--class", "7", "--n", "4", "--seed", "2", "--out", d)
 	x, _ := os.ReadFile(filepath.Join(a, "0002_class7_sneaker.png"))
 	y, _ := os.ReadFile(filepath.Join(c, "0002_class7_sneaker.png"))
 	z, _ := os.ReadFile(filepath.Join(d, "0002_class7_sneaker.png"))
@@ -101,6 +102,11 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 		{"missing runtime", []string{"MARSPEC_ORT_LIB=/no/such/libonnxruntime.so"}, []string{"generate", "--out", out}, "onnxruntime library /no/such/libonnxruntime.so not found"},
 		{"bad cfg", nil, []string{"generate", "--cfg", "0.5", "--out", out}, "cfg 0.5 out of range"},
 		{"unknown command", nil, []string{"paint"}, `unknown command "paint"`},
+		{"bad gamma", nil, []string{"generate", "--gamma", "many", "--out", out}, `gamma "many" is not a number`},
+		{"gamma zero", nil, []string{"generate", "--gamma", "0", "--out", out}, "gamma 0 out of range"},
+		{"bad verify", nil, []string{"generate", "--verify", "all", "--out", out}, `verify "all" unknown`},
+		{"bad prefill", nil, []string{"generate", "--prefill", "1.5", "--out", out}, "prefill 1.5 out of range"},
+		{"bad mode", nil, []string{"generate", "--mode", "fast", "--out", out}, `mode "fast" unknown`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -127,5 +133,33 @@ func TestModelsListsClasses(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("models output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestSpecJSONAndIdenticalDraft(t *testing.T) {
+	out, stderr, code := marspec(t, nil, "generate", "--class", "3", "--n", "2", "--gamma", "4", "--json", "--out", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var stats map[string]any
+	if err := json.Unmarshal([]byte(out), &stats); err != nil {
+		t.Fatalf("--json output is not one JSON object: %v\n%s", err, out)
+	}
+	for _, key := range []string{"alpha", "target_forwards", "draft_forwards", "seconds", "accepted_at_pos"} {
+		if _, ok := stats[key]; !ok {
+			t.Fatalf("--json output lacks %q", key)
+		}
+	}
+	// the target as its own draft under the exact criterion accepts every draft
+	out, stderr, code = marspec(t, nil, "generate", "--draft", "target", "--acceptance", "exact", "--class", "0", "--n", "2", "--json", "--out", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	stats = nil
+	if err := json.Unmarshal([]byte(out), &stats); err != nil {
+		t.Fatal(err)
+	}
+	if stats["alpha"] != 1.0 || stats["drafted"].(float64) == 0 {
+		t.Fatalf("identical draft: alpha %v over %v drafts, want 1", stats["alpha"], stats["drafted"])
 	}
 }
