@@ -25,29 +25,32 @@ type Head interface {
 	Width() int
 }
 
-// onnxGraph is one ONNX session with tensors cached per batch size, so repeated calls at a
-// size allocate nothing. Safe for concurrent use (calls are serialised).
-type onnxGraph struct {
+// Graph is one ONNX session with tensors cached per batch size, so repeated calls at a
+// size allocate nothing. Safe for concurrent use (calls are serialised). Inputs and outputs
+// are float32 or int64 tensors whose first axis may be the batch (-1 in IOSpec).
+type Graph struct {
 	mu      sync.Mutex
 	source  string
 	session *ort.DynamicAdvancedSession
-	inputs  []ioSpec
-	outputs []ioSpec
+	inputs  []IOSpec
+	outputs []IOSpec
 	cache   map[int]*boundTensors
 }
 
-// ioSpec is a graph input or output: its name, element type and shape with -1 for the batch.
-type ioSpec struct {
-	name  string
-	int64 bool
-	shape []int64
+// IOSpec is a graph input or output: its name, element type and shape with -1 for the batch.
+type IOSpec struct {
+	Name  string
+	Int64 bool
+	Shape []int64
 }
 
 type boundTensors struct {
 	in, out []ort.Value
 }
 
-func newONNXGraph(data []byte, source string, opt SessionOptions, inputs, outputs []ioSpec) (*onnxGraph, error) {
+// NewGraph opens an ONNX model and checks its inputs and outputs against the expected ones;
+// errors name source (the file) and the mismatch.
+func NewGraph(data []byte, source string, opt SessionOptions, inputs, outputs []IOSpec) (*Graph, error) {
 	ins, outs, err := ort.GetInputOutputInfoWithONNXData(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a readable ONNX model: %v", source, oneLine(err))
@@ -63,10 +66,10 @@ func newONNXGraph(data []byte, source string, opt SessionOptions, inputs, output
 		return nil, err
 	}
 	defer so.Destroy()
-	names := func(specs []ioSpec) []string {
+	names := func(specs []IOSpec) []string {
 		n := make([]string, len(specs))
 		for i, s := range specs {
-			n[i] = s.name
+			n[i] = s.Name
 		}
 		return n
 	}
@@ -74,61 +77,61 @@ func newONNXGraph(data []byte, source string, opt SessionOptions, inputs, output
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot create session: %v", source, oneLine(err))
 	}
-	return &onnxGraph{source: source, session: sess, inputs: inputs, outputs: outputs, cache: map[int]*boundTensors{}}, nil
+	return &Graph{source: source, session: sess, inputs: inputs, outputs: outputs, cache: map[int]*boundTensors{}}, nil
 }
 
-func checkIO(source, kind string, got []ort.InputOutputInfo, want []ioSpec) error {
+func checkIO(source, kind string, got []ort.InputOutputInfo, want []IOSpec) error {
 	if len(got) != len(want) {
 		return fmt.Errorf("%s: has %d %ss, want %d (%s)", source, len(got), kind, len(want), specNames(want))
 	}
 	for i, w := range want {
 		g := got[i]
-		if g.Name != w.name {
-			return fmt.Errorf("%s: %s %d is %q, want %q", source, kind, i, g.Name, w.name)
+		if g.Name != w.Name {
+			return fmt.Errorf("%s: %s %d is %q, want %q", source, kind, i, g.Name, w.Name)
 		}
 		wantType := ort.TensorElementDataType(ort.TensorElementDataTypeFloat)
-		if w.int64 {
+		if w.Int64 {
 			wantType = ort.TensorElementDataType(ort.TensorElementDataTypeInt64)
 		}
 		if g.DataType != wantType {
-			return fmt.Errorf("%s: %s %q has type %v, want %v", source, kind, w.name, g.DataType, wantType)
+			return fmt.Errorf("%s: %s %q has type %v, want %v", source, kind, w.Name, g.DataType, wantType)
 		}
-		if len(g.Dimensions) != len(w.shape) {
-			return fmt.Errorf("%s: %s %q has rank %d, want %d", source, kind, w.name, len(g.Dimensions), len(w.shape))
+		if len(g.Dimensions) != len(w.Shape) {
+			return fmt.Errorf("%s: %s %q has rank %d, want %d", source, kind, w.Name, len(g.Dimensions), len(w.Shape))
 		}
-		for d, size := range w.shape {
+		for d, size := range w.Shape {
 			if size > 0 && g.Dimensions[d] > 0 && g.Dimensions[d] != size {
-				return fmt.Errorf("%s: %s %q has shape %v, want %v (-1 = batch)", source, kind, w.name, g.Dimensions, w.shape)
+				return fmt.Errorf("%s: %s %q has shape %v, want %v (-1 = batch)", source, kind, w.Name, g.Dimensions, w.Shape)
 			}
 		}
 	}
 	return nil
 }
 
-func specNames(specs []ioSpec) string {
+func specNames(specs []IOSpec) string {
 	s := ""
 	for i, sp := range specs {
 		if i > 0 {
 			s += ", "
 		}
-		s += sp.name
+		s += sp.Name
 	}
 	return s
 }
 
-func (g *onnxGraph) tensors(batch int) (*boundTensors, error) {
+func (g *Graph) tensors(batch int) (*boundTensors, error) {
 	if b, ok := g.cache[batch]; ok {
 		return b, nil
 	}
-	make1 := func(s ioSpec) (ort.Value, error) {
-		shape := make([]int64, len(s.shape))
-		for i, d := range s.shape {
+	make1 := func(s IOSpec) (ort.Value, error) {
+		shape := make([]int64, len(s.Shape))
+		for i, d := range s.Shape {
 			shape[i] = d
 			if d < 0 {
 				shape[i] = int64(batch)
 			}
 		}
-		if s.int64 {
+		if s.Int64 {
 			return ort.NewEmptyTensor[int64](ort.NewShape(shape...))
 		}
 		return ort.NewEmptyTensor[float32](ort.NewShape(shape...))
@@ -155,7 +158,7 @@ func (g *onnxGraph) tensors(batch int) (*boundTensors, error) {
 	return b, nil
 }
 
-func (g *onnxGraph) dropCache() {
+func (g *Graph) dropCache() {
 	for k, b := range g.cache {
 		for _, v := range append(b.in, b.out...) {
 			v.Destroy()
@@ -164,8 +167,13 @@ func (g *onnxGraph) dropCache() {
 	}
 }
 
-// run copies float32/int64 inputs in, runs the graph and copies the first output out.
-func (g *onnxGraph) run(batch int, out []float32, inputs ...any) error {
+func (g *Graph) run(batch int, out []float32, inputs ...any) error {
+	return g.Run(batch, [][]float32{out}, inputs...)
+}
+
+// Run copies float32/int64 inputs in, runs the graph and copies the float32 outputs out
+// (outs[i] for output i; nil skips it).
+func (g *Graph) Run(batch int, outs [][]float32, inputs ...any) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	b, err := g.tensors(batch)
@@ -177,13 +185,13 @@ func (g *onnxGraph) run(batch int, out []float32, inputs ...any) error {
 		case []float32:
 			dst := b.in[i].(*ort.Tensor[float32]).GetData()
 			if len(data) < len(dst) {
-				return fmt.Errorf("%s: input %s has %d values, want %d", g.source, g.inputs[i].name, len(data), len(dst))
+				return fmt.Errorf("%s: input %s has %d values, want %d", g.source, g.inputs[i].Name, len(data), len(dst))
 			}
 			copy(dst, data)
 		case []int64:
 			dst := b.in[i].(*ort.Tensor[int64]).GetData()
 			if len(data) < len(dst) {
-				return fmt.Errorf("%s: input %s has %d values, want %d", g.source, g.inputs[i].name, len(data), len(dst))
+				return fmt.Errorf("%s: input %s has %d values, want %d", g.source, g.inputs[i].Name, len(data), len(dst))
 			}
 			copy(dst, data)
 		}
@@ -191,15 +199,20 @@ func (g *onnxGraph) run(batch int, out []float32, inputs ...any) error {
 	if err := g.session.Run(b.in, b.out); err != nil {
 		return fmt.Errorf("%s: run failed: %v", g.source, oneLine(err))
 	}
-	res := b.out[0].(*ort.Tensor[float32]).GetData()
-	if len(out) < len(res) {
-		return fmt.Errorf("%s: output buffer holds %d values, need %d", g.source, len(out), len(res))
+	for i, out := range outs {
+		if out == nil {
+			continue
+		}
+		res := b.out[i].(*ort.Tensor[float32]).GetData()
+		if len(out) < len(res) {
+			return fmt.Errorf("%s: output buffer holds %d values, need %d", g.source, len(out), len(res))
+		}
+		copy(out, res)
 	}
-	copy(out, res)
 	return nil
 }
 
-func (g *onnxGraph) Close() error {
+func (g *Graph) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.dropCache()
@@ -208,17 +221,17 @@ func (g *onnxGraph) Close() error {
 
 // ONNXTransformer runs transformer.onnx.
 type ONNXTransformer struct {
-	*onnxGraph
+	*Graph
 	seqLen, dim, width int
 }
 
 // NewONNXTransformer opens transformer.onnx and checks its inputs and outputs against the pack.
 func NewONNXTransformer(data []byte, m *Manifest, opt SessionOptions, source string) (*ONNXTransformer, error) {
 	L, D, W := int64(m.SeqLen()), int64(m.TokenDim), int64(m.Width)
-	g, err := newONNXGraph(data, source, opt,
-		[]ioSpec{{"tokens", false, []int64{-1, L, D}}, {"mask", false, []int64{-1, L}},
+	g, err := NewGraph(data, source, opt,
+		[]IOSpec{{"tokens", false, []int64{-1, L, D}}, {"mask", false, []int64{-1, L}},
 			{"class_ids", true, []int64{-1}}, {"drop_class", false, []int64{-1}}},
-		[]ioSpec{{"z", false, []int64{-1, L, W}}})
+		[]IOSpec{{"z", false, []int64{-1, L, W}}})
 	if err != nil {
 		return nil, err
 	}
@@ -234,16 +247,16 @@ func (t *ONNXTransformer) Width() int    { return t.width }
 
 // ONNXHead runs head.onnx.
 type ONNXHead struct {
-	*onnxGraph
+	*Graph
 	dim, width int
 }
 
 // NewONNXHead opens head.onnx and checks its inputs and outputs against the pack.
 func NewONNXHead(data []byte, m *Manifest, opt SessionOptions, source string) (*ONNXHead, error) {
 	D, W := int64(m.TokenDim), int64(m.Width)
-	g, err := newONNXGraph(data, source, opt,
-		[]ioSpec{{"x_t", false, []int64{-1, D}}, {"t", false, []int64{-1}}, {"z", false, []int64{-1, W}}},
-		[]ioSpec{{"out", false, []int64{-1, 2 * D}}})
+	g, err := NewGraph(data, source, opt,
+		[]IOSpec{{"x_t", false, []int64{-1, D}}, {"t", false, []int64{-1}}, {"z", false, []int64{-1, W}}},
+		[]IOSpec{{"out", false, []int64{-1, 2 * D}}})
 	if err != nil {
 		return nil, err
 	}
