@@ -11,7 +11,8 @@ const usage = `marspec: class-conditional image generation with MAR-style models
 usage:
   marspec generate [flags]   generate images (marspec generate -h for flags)
   marspec models   [flags]   list model packs and their classes
-  marspec bench    [flags]   time transformer, head and generation
+  marspec bench    [flags]   time transformer, head and generation (--spec: speculative table)
+  marspec fid A B            FID between folders of images or .npz statistics (--stats DIR -o F)
 `
 
 func main() {
@@ -27,11 +28,13 @@ func main() {
 		err = runModels(args)
 	case "bench":
 		err = runBench(args)
+	case "fid":
+		err = runFID(args)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
 	default:
-		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench)", cmd)
+		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "marspec:", err)
