@@ -4,7 +4,8 @@ package models
 
 import "embed"
 
-// FS holds target/ and draft/, each a model pack (docs/model-pack.md).
+// FS holds target/ and draft/, each a model pack (docs/model-pack.md), and evaluator/, the
+// FID/IS evaluator (docs/evaluation.md).
 //
-//go:embed target draft
+//go:embed target draft evaluator
 var FS embed.FS

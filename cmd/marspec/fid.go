@@ -35,7 +35,11 @@ func runFID(args []string) error {
 		}
 		return fid.LoadEvaluator(os.DirFS(*evaluator), ".", *evaluator, opt)
 	}
-	progress := func(done, total int) { fmt.Fprintf(os.Stderr, "\rfeatures %d/%d", done, total) }
+	progress := func(done, total int) {
+		if done == total || done%4096 == 0 {
+			fmt.Fprintf(os.Stderr, "\rfeatures %d/%d", done, total)
+		}
+	}
 	if *stats != "" {
 		if *outPath == "" || fs.NArg() > 0 {
 			return fmt.Errorf("usage: marspec fid --stats DIR -o stats.npz")
