@@ -1,0 +1,61 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"marspec/fid"
+)
+
+func TestFIDCommand(t *testing.T) {
+	imgs := t.TempDir()
+	if _, stderr, code := marspec(t, nil, "generate", "--model", "draft", "--class", "all", "--n", "2", "--out", imgs); code != 0 {
+		t.Fatalf("generate: %s", stderr)
+	}
+	os.Remove(filepath.Join(imgs, "grid.png"))
+	out, stderr, code := marspec(t, nil, "fid", imgs, imgs)
+	if code != 0 {
+		t.Fatalf("fid: %s", stderr)
+	}
+	fields := strings.Fields(out)
+	if len(fields) < 2 || fields[0] != "FID" {
+		t.Fatalf("output %q", out)
+	}
+	if v, err := strconv.ParseFloat(fields[1], 64); err != nil || v > 1e-6 || v < -1e-6 {
+		t.Fatalf("FID of a folder with itself: %q", out)
+	}
+	stats := filepath.Join(t.TempDir(), "s.npz")
+	if _, stderr, code := marspec(t, nil, "fid", "--stats", imgs, "-o", stats); code != 0 {
+		t.Fatalf("fid --stats: %s", stderr)
+	}
+	small := fid.NewAccumulator(3)
+	small.Add([]float64{1, 2, 3})
+	small.Add([]float64{2, 2, 1})
+	wrongDim := filepath.Join(t.TempDir(), "w.npz")
+	if err := fid.WriteStats(wrongDim, small); err != nil {
+		t.Fatal(err)
+	}
+	empty, junk, big := t.TempDir(), t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(junk, "notes.txt"), []byte("hello"), 0o644)
+	if _, stderr, code := marspec(t, nil, "generate", "--model", "draft", "--class", "0", "--out", big); code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fid", empty, stats}, "has no PNG images"},
+		{[]string{"fid", junk, stats}, "notes.txt is not a PNG image"},
+		{[]string{"fid", big, stats}, "grid.png: image is"},
+		{[]string{"fid", stats, wrongDim}, "dimensions differ"},
+		{[]string{"fid", imgs}, "usage: marspec fid A B"},
+	} {
+		_, stderr, code := marspec(t, nil, c.args...)
+		if code == 0 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
+			t.Errorf("%v: exit %d, stderr %q; want an error saying %q", c.args, code, stderr, c.want)
+		}
+	}
+}
