@@ -59,11 +59,15 @@ func trainingBetas(kind string, T int) ([]float64, error) {
 			betas[i] = math.Min(1-alphaBar(float64(i+1)/float64(T))/alphaBar(float64(i)/float64(T)), 0.999)
 		}
 	case "linear":
+		// numpy.linspace(lo, hi, T) evaluates start + i*step and pins the last element to hi;
+		// the same order of operations keeps the betas bit-identical.
 		scale := 1000 / float64(T)
 		lo, hi := scale*1e-4, scale*0.02
+		step := (hi - lo) / float64(T-1)
 		for i := range betas {
-			betas[i] = lo + (hi-lo)*float64(i)/float64(T-1)
+			betas[i] = float64(float64(i)*step) + lo // rounded product: no fused multiply-add
 		}
+		betas[T-1] = hi
 	default:
 		return nil, fmt.Errorf("noise schedule %q unknown (allowed: cosine, linear)", kind)
 	}
@@ -114,9 +118,15 @@ func fromBetas(betas []float64, timesteps []int) *Schedule {
 		s.logBetas[k] = math.Log(b)
 		prev = acp
 	}
+	// The posterior variance is 0 at k = 0; its log is clipped to the value at k = 1. A
+	// one-step schedule has no k = 1 (improved DDPM fails there); log beta is the finite choice.
 	for k := range postVar {
-		// the posterior variance is 0 at k = 0; its log is clipped to the next value
-		s.postLogVarClipped[k] = math.Log(postVar[max(k, min(1, n-1))])
+		s.postLogVarClipped[k] = math.Log(postVar[k])
+	}
+	if n > 1 {
+		s.postLogVarClipped[0] = s.postLogVarClipped[1]
+	} else {
+		s.postLogVarClipped[0] = s.logBetas[0]
 	}
 	return s
 }
@@ -133,3 +143,10 @@ func (s *Schedule) AlphaBar(k int) float64 { return s.acp[k] }
 
 // Beta is the respaced beta at step k.
 func (s *Schedule) Beta(k int) float64 { return s.betas[k] }
+
+// LogBeta is log beta_k: the log-variance the head selects with v = +1.
+func (s *Schedule) LogBeta(k int) float64 { return s.logBetas[k] }
+
+// PosteriorLogVariance is the clipped log-variance of q(x_{k-1} | x_k, x_0): the log-variance
+// the head selects with v = -1.
+func (s *Schedule) PosteriorLogVariance(k int) float64 { return s.postLogVarClipped[k] }

@@ -5,7 +5,7 @@ import "math"
 // StepOptions are the sampler settings that change the reverse Gaussians.
 type StepOptions struct {
 	ClipX0         bool    // clip the x0 prediction to [-1, 1] (pixel tokens)
-	Temperature    float64 // multiplies the standard deviation; 0 means 1
+	Temperature    float64 // multiplies the standard deviation; <= 0 means 1, so the zero value is MAR's default
 	FinalStepNoise bool    // give the last step (k = 0) its variance; MAR adds no noise there
 }
 
@@ -19,13 +19,15 @@ func (s *Schedule) Posterior(k int, xt []float64, eps, v []float32, opt StepOpti
 		tempLog = 2 * math.Log(opt.Temperature)
 	}
 	for i, x := range xt {
-		x0 := s.sqrtRecipAcp[k]*x - s.sqrtRecipM1Acp[k]*float64(eps[i])
+		// float64(...) around products forbids fused multiply-adds, which the reference
+		// (separate numpy/torch ops) never does: results stay bit-comparable.
+		x0 := float64(s.sqrtRecipAcp[k]*x) - float64(s.sqrtRecipM1Acp[k]*float64(eps[i]))
 		if opt.ClipX0 {
 			x0 = math.Max(-1, math.Min(1, x0))
 		}
-		mean[i] = s.coef1[k]*x0 + s.coef2[k]*x
+		mean[i] = float64(s.coef1[k]*x0) + float64(s.coef2[k]*x)
 		frac := (float64(v[i]) + 1) / 2
-		logVar[i] = frac*s.logBetas[k] + (1-frac)*s.postLogVarClipped[k] + tempLog
+		logVar[i] = float64(frac*s.logBetas[k]) + float64((1-frac)*s.postLogVarClipped[k]) + tempLog
 	}
 }
 
@@ -37,7 +39,7 @@ func (s *Schedule) Step(k int, mean, logVar, noise, out []float64, opt StepOptio
 		return
 	}
 	for i := range out {
-		out[i] = mean[i] + math.Exp(0.5*logVar[i])*noise[i]
+		out[i] = mean[i] + float64(math.Exp(0.5*logVar[i])*noise[i])
 	}
 }
 
@@ -55,18 +57,33 @@ func GaussianLogDensity(x, mean, logVar []float64) float64 {
 	return sum
 }
 
-// GuidedEpsilon mixes conditional and unconditional epsilon for classifier-free guidance.
+// GuidedEpsilon mixes conditional and unconditional epsilon for classifier-free guidance:
+// out = uncond + scale*(cond - uncond). Only epsilon is guided; each half keeps its own
+// variance output v. The mix is computed in float64 (as the reference sampler does) and
+// rounded once.
 func GuidedEpsilon(cond, uncond []float32, scale float64, out []float32) {
 	for i := range out {
-		out[i] = float32(float64(uncond[i]) + scale*(float64(cond[i])-float64(uncond[i])))
+		out[i] = float32(float64(uncond[i]) + float64(scale*(float64(cond[i])-float64(uncond[i]))))
 	}
 }
+
+// CFGSchedule gives the guidance scale of an AR step from the nominal scale cfg, the number
+// of tokens known after that step and the sequence length.
+type CFGSchedule func(cfg float64, knownAfterStep, seqLen int) float64
 
 // LinearCFGScale is MAR's linear guidance schedule: 1 + (cfg-1)*known/L, with known the
 // number of tokens known after the current AR step.
 func LinearCFGScale(cfg float64, knownAfterStep, seqLen int) float64 {
 	return 1 + (cfg-1)*float64(knownAfterStep)/float64(seqLen)
 }
+
+// ConstantCFG is MAR's "constant" guidance schedule: cfg at every step.
+func ConstantCFG(cfg float64, _, _ int) float64 { return cfg }
+
+var (
+	_ CFGSchedule = LinearCFGScale
+	_ CFGSchedule = ConstantCFG
+)
 
 // Trace summarises one token's reverse run: what density ratios between two runs need.
 type Trace struct {
