@@ -199,3 +199,23 @@ d = np.load(sys.argv[1]); print(json.dumps({"mu": d["mu"].tolist(), "s": d["sigm
 		t.Fatalf("numpy read %+v", got)
 	}
 }
+
+// Splits of class-sorted rows would each hold one class; the shuffled score sees the mix.
+func TestShuffledInceptionScoreIgnoresOrder(t *testing.T) {
+	var probs [][]float64
+	for c := 0; c < 10; c++ {
+		for i := 0; i < 50; i++ {
+			p := make([]float64, 10)
+			for j := range p {
+				p[j] = 0.01
+			}
+			p[c] = 0.91
+			probs = append(probs, p)
+		}
+	}
+	sorted, _, _ := InceptionScore(probs, 10)
+	shuffled, _, _ := ShuffledInceptionScore(probs, 10, 0)
+	if sorted > 1.5 || shuffled < 4 {
+		t.Fatalf("sorted splits %.2f, shuffled %.2f: want ~1 and well above 4", sorted, shuffled)
+	}
+}

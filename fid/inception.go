@@ -3,6 +3,7 @@ package fid
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 )
 
 // InceptionScore is exp(E_x KL(p(y|x) || p(y))) over `splits` equal consecutive parts of
@@ -64,4 +65,14 @@ func Softmax(logits []float32) []float64 {
 		out[i] /= sum
 	}
 	return out
+}
+
+// ShuffledInceptionScore shuffles the rows with a fixed seed before splitting, as the common
+// tools do: files sorted by name often come grouped by class, and a split holding one class
+// would score about 1 whatever the images look like.
+func ShuffledInceptionScore(probs [][]float64, splits int, seed uint64) (mean, std float64, err error) {
+	shuffled := append([][]float64(nil), probs...)
+	rng := rand.New(rand.NewPCG(seed, 0x15))
+	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	return InceptionScore(shuffled, splits)
 }
