@@ -97,7 +97,8 @@ func newSessionOptions(opt SessionOptions) (*ort.SessionOptions, error) {
 		}
 		if err != nil {
 			so.Destroy()
-			return nil, fmt.Errorf("cuda execution provider unavailable: %v", oneLine(err))
+			// the npm build ships only the CPU library; CUDA needs ORT's GPU build plus CUDA and cuDNN
+			return nil, fmt.Errorf("cuda execution provider unavailable: %v (it needs ONNX Runtime's GPU libraries beside libonnxruntime.so and CUDA/cuDNN; use --provider cpu)", oneLine(err))
 		}
 	default:
 		so.Destroy()

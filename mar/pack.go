@@ -1,12 +1,14 @@
 package mar
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -56,6 +58,7 @@ func (m *Manifest) SeqLen() int { return m.Grid.Height * m.Grid.Width }
 
 // ClassIndex resolves a class given by index or by (case-insensitive) name.
 func (m *Manifest) ClassIndex(s string) (int, error) {
+	s = strings.TrimSpace(s)
 	if i, err := strconv.Atoi(s); err == nil {
 		if i < 0 || i >= len(m.Classes) {
 			return 0, fmt.Errorf("class %d out of range (allowed: 0 to %d, or a name: %s)", i, len(m.Classes)-1, strings.Join(m.Classes, ", "))
@@ -73,7 +76,7 @@ func (m *Manifest) ClassIndex(s string) (int, error) {
 // ParseManifest decodes and validates manifest bytes; source names the file in errors.
 func ParseManifest(data []byte, source string) (*Manifest, error) {
 	var m Manifest
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%s: invalid JSON: %v", source, err)
@@ -91,20 +94,22 @@ func (m *Manifest) validate() error {
 	case m.Name == "":
 		return errors.New("name is missing")
 	case m.Image.Height < 1 || m.Image.Width < 1 || m.Image.Channels < 1:
-		return errors.New("image height, width and channels must be positive")
+		return errors.New("image height, width and channels are missing or not positive")
 	case m.Tokenizer.Kind != "space_to_depth":
 		return fmt.Errorf("tokenizer kind %q unsupported (allowed: space_to_depth)", m.Tokenizer.Kind)
 	case m.Tokenizer.Patch < 1:
-		return errors.New("tokenizer patch must be positive")
+		return errors.New("tokenizer patch is missing or not positive")
 	case m.Grid.Height*m.Tokenizer.Patch != m.Image.Height || m.Grid.Width*m.Tokenizer.Patch != m.Image.Width:
 		return fmt.Errorf("grid %dx%d with patch %d does not cover image %dx%d",
 			m.Grid.Height, m.Grid.Width, m.Tokenizer.Patch, m.Image.Height, m.Image.Width)
 	case m.TokenDim != m.Image.Channels*m.Tokenizer.Patch*m.Tokenizer.Patch:
 		return fmt.Errorf("token_dim %d != channels*patch*patch = %d", m.TokenDim, m.Image.Channels*m.Tokenizer.Patch*m.Tokenizer.Patch)
 	case m.Width < 1:
-		return errors.New("width must be positive")
+		return errors.New("width is missing or not positive")
+	case m.BufferSize < 0:
+		return errors.New("buffer_size must not be negative")
 	case len(m.Classes) == 0:
-		return errors.New("classes is empty")
+		return errors.New("classes is missing or empty")
 	case m.Diffusion.Schedule != "cosine" && m.Diffusion.Schedule != "linear":
 		return fmt.Errorf("diffusion schedule %q unsupported (allowed: cosine, linear)", m.Diffusion.Schedule)
 	case m.Diffusion.Variance != "learned_range":
@@ -116,6 +121,16 @@ func (m *Manifest) validate() error {
 			m.Diffusion.SamplingSteps, m.Diffusion.TrainingSteps)
 	}
 	return nil
+}
+
+// LoadManifest reads and validates dir/manifest.json.
+func LoadManifest(dir string) (*Manifest, error) {
+	file := filepath.Join(dir, "manifest.json")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("model pack %s: cannot read manifest.json: %v", dir, err)
+	}
+	return ParseManifest(data, file)
 }
 
 // LoadPackFS reads a pack from dir inside fsys (e.g. the embedded default packs).
@@ -156,6 +171,10 @@ func LoadPackDir(dir string) (*Pack, error) {
 
 // Open builds a runnable model from a pack (ONNX Runtime must be initialised).
 func (p *Pack) Open(opt SessionOptions) (*Model, error) {
+	tok, err := NewTokenizer(p.Manifest) // before the sessions, so a failure leaks none
+	if err != nil {
+		return nil, err
+	}
 	tr, err := NewONNXTransformer(p.Transformer, p.Manifest, opt, p.Source+"/transformer.onnx")
 	if err != nil {
 		return nil, err
@@ -163,10 +182,6 @@ func (p *Pack) Open(opt SessionOptions) (*Model, error) {
 	head, err := NewONNXHead(p.Head, p.Manifest, opt, p.Source+"/head.onnx")
 	if err != nil {
 		tr.Close()
-		return nil, err
-	}
-	tok, err := NewTokenizer(p.Manifest)
-	if err != nil {
 		return nil, err
 	}
 	return &Model{Manifest: p.Manifest, Transformer: tr, Head: head, Tokenizer: tok}, nil

@@ -1,88 +1,129 @@
 package mar
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
-func TestManifestValidation(t *testing.T) {
-	good, err := os.ReadFile("../models/target/manifest.json")
+const targetPack = "../models/target"
+
+// targetManifestJSON is the committed target manifest decoded into a map, so cases can break
+// one field each.
+func targetManifestJSON(t *testing.T) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(targetPack, "manifest.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ParseManifest(good, "m.json"); err != nil {
-		t.Fatalf("embedded manifest rejected: %v", err)
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
 	}
-	cases := []struct{ from, to, want string }{
-		{`"token_dim": 16`, `"token_dim": 12`, "token_dim 12 != channels*patch*patch = 16"},
-		{`"height": 7`, `"height": 6`, "does not cover image"},
-		{`"schedule": "cosine"`, `"schedule": "sigmoid"`, `diffusion schedule "sigmoid" unsupported`},
-		{`"variance": "learned_range"`, `"variance": "fixed"`, `variance "fixed" unsupported`},
-		{`"sampling_steps": 50`, `"sampling_steps": 5000`, "sampling_steps 5000 out of range"},
-		{`"kind": "space_to_depth"`, `"kind": "vae"`, `tokenizer kind "vae" unsupported`},
-		{`"format": "marspec-pack/1"`, `"format": "other/2"`, `format "other/2" unsupported`},
-		{`"token_dim"`, `"token_dims"`, `unknown field "token_dims"`},
-		{`{`, `[`, "invalid JSON"},
-	}
-	for _, c := range cases {
-		bad := strings.Replace(string(good), c.from, c.to, 1)
-		if bad == string(good) {
-			t.Fatalf("fixture lacks %q", c.from)
-		}
-		_, err := ParseManifest([]byte(bad), "pack/manifest.json")
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "pack/manifest.json: ") {
-			t.Errorf("%s -> %s: error %v, want one naming the file and %q", c.from, c.to, err, c.want)
-		}
-	}
+	return m
 }
 
-func TestGraphMismatchNamesFile(t *testing.T) {
-	if err := InitRuntime("../" + DefaultORTLib); err != nil {
-		t.Fatalf("%v (make test runs make setup first)", err)
+func writeManifest(t *testing.T, m any) string {
+	t.Helper()
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, f := range []string{"manifest.json", "head.onnx"} {
-		data, _ := os.ReadFile(filepath.Join("../models/target", f))
-		os.WriteFile(filepath.Join(dir, f), data, 0o644)
-	}
-	// a head graph where the transformer should be
-	head, _ := os.ReadFile("../models/target/head.onnx")
-	os.WriteFile(filepath.Join(dir, "transformer.onnx"), head, 0o644)
-	pack, err := LoadPackDir(dir)
-	if err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = pack.Open(SessionOptions{})
-	if err == nil || !strings.Contains(err.Error(), "transformer.onnx") || !strings.Contains(err.Error(), "input") {
-		t.Fatalf("error %v should name transformer.onnx and the input mismatch", err)
+	return dir
+}
+
+func TestManifestValidation(t *testing.T) {
+	if _, err := LoadManifest(writeManifest(t, targetManifestJSON(t))); err != nil {
+		t.Fatalf("committed target manifest rejected: %v", err)
 	}
-	// the draft's graphs do not fit the target's manifest (width 64 vs 128)
-	draftHead, _ := os.ReadFile("../models/draft/head.onnx")
-	tr, _ := os.ReadFile("../models/target/transformer.onnx")
-	os.WriteFile(filepath.Join(dir, "transformer.onnx"), tr, 0o644)
-	os.WriteFile(filepath.Join(dir, "head.onnx"), draftHead, 0o644)
-	pack, _ = LoadPackDir(dir)
-	if _, err = pack.Open(SessionOptions{}); err == nil || !strings.Contains(err.Error(), "head.onnx") || !strings.Contains(err.Error(), "shape") {
-		t.Fatalf("error %v should name head.onnx and the shape mismatch", err)
+	sub := func(m map[string]any, key string) map[string]any { return m[key].(map[string]any) }
+	cases := []struct {
+		name   string
+		mutate func(m map[string]any)
+		want   string
+	}{
+		{"no name", func(m map[string]any) { delete(m, "name") }, "name is missing"},
+		{"no image", func(m map[string]any) { delete(m, "image") }, "image height, width and channels are missing"},
+		{"no width", func(m map[string]any) { delete(m, "width") }, "width is missing"},
+		{"no classes", func(m map[string]any) { delete(m, "classes") }, "classes is missing or empty"},
+		{"empty classes", func(m map[string]any) { m["classes"] = []string{} }, "classes is missing or empty"},
+		{"token_dim", func(m map[string]any) { m["token_dim"] = 12 }, "token_dim 12 != channels*patch*patch = 16"},
+		{"grid", func(m map[string]any) { sub(m, "grid")["height"] = 6 }, "grid 6x7 with patch 4 does not cover image 28x28"},
+		{"schedule", func(m map[string]any) { sub(m, "diffusion")["schedule"] = "sigmoid" }, `diffusion schedule "sigmoid" unsupported (allowed: cosine, linear)`},
+		{"variance", func(m map[string]any) { sub(m, "diffusion")["variance"] = "fixed" }, `variance "fixed" unsupported`},
+		{"sampling steps", func(m map[string]any) { sub(m, "diffusion")["sampling_steps"] = 5000 }, "sampling_steps 5000 out of range"},
+		{"tokenizer", func(m map[string]any) { sub(m, "tokenizer")["kind"] = "vae" }, `tokenizer kind "vae" unsupported`},
+		{"format", func(m map[string]any) { m["format"] = "other/2" }, `format "other/2" unsupported`},
+		{"unknown field", func(m map[string]any) { m["token_dims"] = 16 }, `unknown field "token_dims"`},
+		{"buffer_size", func(m map[string]any) { m["buffer_size"] = -1 }, "buffer_size must not be negative"},
 	}
-	os.Remove(filepath.Join(dir, "head.onnx"))
-	if _, err := LoadPackDir(dir); err == nil || !strings.Contains(err.Error(), "head.onnx") {
-		t.Fatalf("missing head.onnx: %v", err)
+	for _, c := range cases {
+		m := targetManifestJSON(t)
+		c.mutate(m)
+		dir := writeManifest(t, m)
+		_, err := LoadManifest(dir)
+		file := filepath.Join(dir, "manifest.json")
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), file+": ") {
+			t.Errorf("%s: error %v, want one naming %s and %q", c.name, err, file, c.want)
+		}
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "manifest.json"), []byte("[1,"), 0o644)
+	if _, err := LoadManifest(dir); err == nil || !strings.Contains(err.Error(), "invalid JSON") {
+		t.Errorf("broken JSON: %v", err)
+	}
+	if _, err := LoadManifest(t.TempDir()); err == nil || !strings.Contains(err.Error(), "cannot read manifest.json") {
+		t.Errorf("missing manifest: %v", err)
 	}
 }
 
-func TestMissingRuntimeLibrary(t *testing.T) {
-	_, err := findORTLib("/no/such/lib.so")
-	if err == nil || !strings.Contains(err.Error(), "/no/such/lib.so not found") {
-		t.Fatalf("explicit path: %v", err)
+func TestClassIndex(t *testing.T) {
+	m, err := LoadManifest(targetPack)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Setenv("MARSPEC_ORT_LIB", "")
-	wd, _ := os.Getwd()
-	defer os.Chdir(wd)
-	os.Chdir(t.TempDir())
-	if _, err := findORTLib(""); err == nil || !strings.Contains(err.Error(), "make setup") {
-		t.Fatalf("default path: %v", err)
+	for in, want := range map[string]int{"7": 7, "0": 0, "sneaker": 7, "ANKLE BOOT": 9, " Bag ": 8, "t-shirt/top": 0} {
+		if got, err := m.ClassIndex(in); err != nil || got != want {
+			t.Errorf("ClassIndex(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"10", "-1", "boot", ""} {
+		_, err := m.ClassIndex(in)
+		if err == nil || !strings.Contains(err.Error(), "allowed: 0 to 9, or a name: T-shirt/top, Trouser") {
+			t.Errorf("ClassIndex(%q): error %v should list the allowed values", in, err)
+		}
+	}
+	if m.SeqLen() != 49 {
+		t.Errorf("SeqLen = %d, want 49", m.SeqLen())
+	}
+}
+
+func TestLoadPackFS(t *testing.T) {
+	manifest, _ := os.ReadFile(filepath.Join(targetPack, "manifest.json"))
+	fsys := fstest.MapFS{
+		"packs/p/manifest.json":    {Data: manifest},
+		"packs/p/transformer.onnx": {Data: []byte("T")},
+		"packs/p/head.onnx":        {Data: []byte("H")},
+	}
+	p, err := LoadPackFS(fsys, "packs/p", "embedded/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(p.Transformer) != "T" || string(p.Head) != "H" || p.Manifest.Name != "fmnist-target" {
+		t.Fatalf("pack read wrongly: %+v", p)
+	}
+	delete(fsys, "packs/p/head.onnx")
+	if _, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err == nil || !strings.Contains(err.Error(), "embedded/p: cannot read head.onnx") {
+		t.Fatalf("missing head.onnx: %v", err)
+	}
+	if _, err := LoadPackDir(filepath.Join(t.TempDir(), "nope")); err == nil || !strings.Contains(err.Error(), "no such folder") {
+		t.Fatalf("missing folder: %v", err)
 	}
 }

@@ -48,6 +48,15 @@ type boundTensors struct {
 	in, out []ort.Value
 }
 
+func (b *boundTensors) destroy() {
+	for _, v := range b.in {
+		v.Destroy()
+	}
+	for _, v := range b.out {
+		v.Destroy()
+	}
+}
+
 // NewGraph opens an ONNX model and checks its inputs and outputs against the expected ones;
 // errors name source (the file) and the mismatch.
 func NewGraph(data []byte, source string, opt SessionOptions, inputs, outputs []IOSpec) (*Graph, error) {
@@ -137,19 +146,17 @@ func (g *Graph) tensors(batch int) (*boundTensors, error) {
 		return ort.NewEmptyTensor[float32](ort.NewShape(shape...))
 	}
 	b := &boundTensors{}
-	for _, s := range g.inputs {
+	for i, s := range append(append([]IOSpec{}, g.inputs...), g.outputs...) {
 		v, err := make1(s)
 		if err != nil {
+			b.destroy()
 			return nil, err
 		}
-		b.in = append(b.in, v)
-	}
-	for _, s := range g.outputs {
-		v, err := make1(s)
-		if err != nil {
-			return nil, err
+		if i < len(g.inputs) {
+			b.in = append(b.in, v)
+		} else {
+			b.out = append(b.out, v)
 		}
-		b.out = append(b.out, v)
 	}
 	if len(g.cache) > 16 { // many distinct sizes: keep memory bounded
 		g.dropCache()
@@ -160,9 +167,7 @@ func (g *Graph) tensors(batch int) (*boundTensors, error) {
 
 func (g *Graph) dropCache() {
 	for k, b := range g.cache {
-		for _, v := range append(b.in, b.out...) {
-			v.Destroy()
-		}
+		b.destroy()
 		delete(g.cache, k)
 	}
 }
@@ -176,47 +181,83 @@ func (g *Graph) run(batch int, out []float32, inputs ...any) error {
 func (g *Graph) Run(batch int, outs [][]float32, inputs ...any) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	switch {
+	case g.session == nil:
+		return fmt.Errorf("%s: used after Close", g.source)
+	case batch < 1:
+		return fmt.Errorf("%s: batch size %d, want at least 1", g.source, batch)
+	case len(inputs) != len(g.inputs):
+		return fmt.Errorf("%s: got %d inputs, want %d (%s)", g.source, len(inputs), len(g.inputs), specNames(g.inputs))
+	case len(outs) > len(g.outputs):
+		return fmt.Errorf("%s: got %d output buffers, the graph has %d outputs", g.source, len(outs), len(g.outputs))
+	}
 	b, err := g.tensors(batch)
 	if err != nil {
 		return fmt.Errorf("%s: %v", g.source, err)
 	}
 	for i, in := range inputs {
-		switch data := in.(type) {
-		case []float32:
-			dst := b.in[i].(*ort.Tensor[float32]).GetData()
-			if len(data) < len(dst) {
-				return fmt.Errorf("%s: input %s has %d values, want %d", g.source, g.inputs[i].Name, len(data), len(dst))
-			}
-			copy(dst, data)
-		case []int64:
-			dst := b.in[i].(*ort.Tensor[int64]).GetData()
-			if len(data) < len(dst) {
-				return fmt.Errorf("%s: input %s has %d values, want %d", g.source, g.inputs[i].Name, len(data), len(dst))
-			}
-			copy(dst, data)
+		if err := fill(b.in[i], in); err != nil {
+			return fmt.Errorf("%s: input %s: %v", g.source, g.inputs[i].Name, err)
+		}
+	}
+	for i, out := range outs { // check before running, so a bad buffer costs no run
+		if out == nil {
+			continue
+		}
+		t, ok := b.out[i].(*ort.Tensor[float32])
+		if !ok {
+			return fmt.Errorf("%s: output %s is not float32", g.source, g.outputs[i].Name)
+		}
+		if n := len(t.GetData()); len(out) < n {
+			return fmt.Errorf("%s: output %s buffer holds %d values, need %d", g.source, g.outputs[i].Name, len(out), n)
 		}
 	}
 	if err := g.session.Run(b.in, b.out); err != nil {
 		return fmt.Errorf("%s: run failed: %v", g.source, oneLine(err))
 	}
 	for i, out := range outs {
-		if out == nil {
-			continue
+		if out != nil {
+			copy(out, b.out[i].(*ort.Tensor[float32]).GetData())
 		}
-		res := b.out[i].(*ort.Tensor[float32]).GetData()
-		if len(out) < len(res) {
-			return fmt.Errorf("%s: output buffer holds %d values, need %d", g.source, len(out), len(res))
-		}
-		copy(out, res)
 	}
 	return nil
 }
 
+// fill copies a caller's buffer into a cached tensor. Buffers may be longer than the tensor
+// (callers reuse buffers sized for their largest batch) but not shorter.
+func fill(dst ort.Value, src any) error {
+	switch data := src.(type) {
+	case []float32:
+		if t, ok := dst.(*ort.Tensor[float32]); ok {
+			return copyIn(t.GetData(), data)
+		}
+	case []int64:
+		if t, ok := dst.(*ort.Tensor[int64]); ok {
+			return copyIn(t.GetData(), data)
+		}
+	}
+	return fmt.Errorf("got %T, which does not match the graph's element type", src)
+}
+
+func copyIn[T float32 | int64](dst, src []T) error {
+	if len(src) < len(dst) {
+		return fmt.Errorf("has %d values, want %d", len(src), len(dst))
+	}
+	copy(dst, src)
+	return nil
+}
+
+// Close releases the session and its cached tensors.
 func (g *Graph) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.session == nil { // already closed
+		return nil
+	}
 	g.dropCache()
-	return g.session.Destroy()
+	err := g.session.Destroy()
+	g.session = nil
+	return err
 }
 
 // ONNXTransformer runs transformer.onnx.
