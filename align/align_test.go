@@ -66,14 +66,17 @@ func TestLogSigma(t *testing.T) {
 	q := Run{Trace: diffusion.Trace{SumHalfLogVar: -3}, Noise: noise}
 	p := Run{Trace: diffusion.Trace{SumHalfLogVar: -4}, Noise: noise}
 	if got := LogSigma(q, p); got != 1 {
-		t.Fatalf("aligned log Sigma %g, want 1", got)
+		t.Fatalf("log Sigma %g, want 1", got)
 	}
-	other := &diffusion.TokenNoise{XT: []float64{0}, Eps: [][]float64{{0}, {1}, {5}}}
-	p.Noise = other
-	// unaligned: + |eps_q|^2/2 - |eps_p|^2/2 over all but the last step, and x_T's
-	want := 1 + (1+4)/2.0 - (0+1)/2.0 + 0.125
-	if got := LogSigma(q, p); math.Abs(got-want) > 1e-12 {
-		t.Fatalf("unaligned log Sigma %g, want %g", got, want)
+	// the paper's criterion: log Sigma + log p(x0|x1^p) - log q(x0|x1^q)
+	q.Trace.LastMean, q.Trace.LastLogVar = []float64{0}, []float64{0}
+	p.Trace.LastMean, p.Trace.LastLogVar = []float64{1}, []float64{0}
+	logR, logSigma := LogRatio(Paper, q, p, []float64{0.5})
+	if logSigma != 1 || math.Abs(logR-1) > 1e-12 { // the two densities are equal at 0.5
+		t.Fatalf("paper log ratio %g (log Sigma %g), want 1", logR, logSigma)
+	}
+	if logR, logSigma = LogRatio(Exact, q, p, []float64{0.5}); logSigma != 0 || math.Abs(logR) > 1e-12 {
+		t.Fatalf("exact log ratio %g, want 0", logR)
 	}
 }
 

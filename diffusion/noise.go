@@ -32,15 +32,3 @@ func NewTokenNoise(seed uint64, image, pos, steps, dim int) *TokenNoise {
 func NewTokenNoiseSalted(seed, salt uint64, image, pos, steps, dim int) *TokenNoise {
 	return NewTokenNoise(seed^(salt*0x9e3779b97f4a7c15), image, pos, steps, dim)
 }
-
-// HalfSquaredNorm is sum(eps^2)/2 over the noise of the steps that add noise except the last,
-// the term by which unaligned trajectories' densities differ (see align).
-func (n *TokenNoise) HalfSquaredNorm(upTo int) float64 {
-	s := 0.0
-	for _, e := range n.Eps[:upTo] {
-		for _, v := range e {
-			s += v * v / 2
-		}
-	}
-	return s
-}

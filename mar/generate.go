@@ -23,6 +23,7 @@ type Options struct {
 	NumIter     int // AR steps; 0 or L = one token per step (the paper's setting)
 	Steps       int // diffusion sampling steps; 0 = the manifest's
 	Batch       int // images per transformer batch; 0 = all
+	FirstIndex  int // index of the request's first image (an image's randomness depends on its index)
 	// FinalStepNoise gives the last diffusion step its variance (MAR adds none). Speculative
 	// decoding needs a Gaussian last step; a target-only baseline compared with it must match.
 	FinalStepNoise bool
@@ -126,7 +127,7 @@ func (m *Model) Generate(classes []int, opt Options) ([]Image, error) {
 	images := make([]Image, 0, len(classes))
 	for start := 0; start < len(classes); start += batch {
 		end := min(start+batch, len(classes))
-		got, err := m.generateBatch(classes[start:end], start, opt, den)
+		got, err := m.generateBatch(classes[start:end], opt.FirstIndex+start, opt, den)
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,8 @@ usage:
   marspec models   [flags]   list model packs and their classes
   marspec bench    [flags]   time transformer, head and generation (--spec: speculative table)
   marspec fid A B            FID between folders of images or .npz statistics (--stats DIR -o F)
+  marspec eval --out RUN     offline scoring run: FID, IS, accuracy, alpha, speedup per configuration
+  marspec eval merge --out RUN SHARD...   combine sharded runs
 `
 
 func main() {
@@ -30,11 +32,13 @@ func main() {
 		err = runBench(args)
 	case "fid":
 		err = runFID(args)
+	case "eval":
+		err = runEval(args)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
 	default:
-		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid)", cmd)
+		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "marspec:", err)

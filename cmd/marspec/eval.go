@@ -1,0 +1,543 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"image"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"marspec/arsampler"
+	"marspec/fid"
+	"marspec/mar"
+	"marspec/models"
+	"marspec/render"
+)
+
+// evalSettings fix a scoring run; a resumed run must use the same ones.
+type evalSettings struct {
+	N           int      `json:"n"`
+	Seed        uint64   `json:"seed"`
+	Batch       int      `json:"batch"`
+	Chunk       int      `json:"chunk"`
+	CFG         float64  `json:"cfg"`
+	Temperature float64  `json:"temperature"`
+	Steps       int      `json:"steps"`
+	Target      string   `json:"target"`
+	Draft       string   `json:"draft"`
+	Configs     []string `json:"configs"`
+}
+
+const defaultEvalConfigs = "target,draft,spec,spec:acceptance=exact,spec:verify=group,spec:verify=group:acceptance=exact"
+
+func runEval(args []string) error {
+	if len(args) > 0 && args[0] == "merge" {
+		return runEvalMerge(args[1:])
+	}
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	rt := addRuntimeFlags(fs)
+	var s evalSettings
+	out := fs.String("out", "", "run folder (required); an existing one is resumed")
+	fs.IntVar(&s.N, "n", 2000, "images per configuration (classes cycle 0..9)")
+	fs.Uint64Var(&s.Seed, "seed", 1, "seed of every configuration")
+	fs.IntVar(&s.Batch, "batch", 32, "images in flight")
+	fs.IntVar(&s.Chunk, "chunk", 64, "images per chunk (the unit of resuming and sharding)")
+	fs.Float64Var(&s.CFG, "cfg", 1, "classifier-free guidance scale")
+	fs.Float64Var(&s.Temperature, "temperature", 1, "diffusion temperature")
+	fs.IntVar(&s.Steps, "steps", 0, "diffusion sampling steps (0 = the pack's)")
+	fs.StringVar(&s.Target, "target", "target", "target pack")
+	fs.StringVar(&s.Draft, "draft", "draft", "draft pack")
+	configs := fs.String("configs", defaultEvalConfigs, "configurations: target, draft, spec[:key=value:...] with keys gamma, prefill, verify, acceptance, align")
+	shard := fs.String("shard", "0/1", "i/n: generate only chunks c with c mod n == i")
+	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
+	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded Fashion-MNIST test set)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("--out is required (the run folder)")
+	}
+	if s.N < 10 || s.N > 1000000 || s.Chunk < 1 || s.Batch < 1 {
+		return fmt.Errorf("--n must be 10 to 1000000, --chunk and --batch positive")
+	}
+	s.Configs = splitList(*configs)
+	shardI, shardN, err := parseShard(*shard)
+	if err != nil {
+		return err
+	}
+	if err := checkRunSettings(*out, s); err != nil {
+		return err
+	}
+	target, err := rt.open(s.Target)
+	if err != nil {
+		return err
+	}
+	draft, err := rt.open(s.Draft)
+	if err != nil {
+		return err
+	}
+	ev, err := openEvaluator(rt, *evaluator)
+	if err != nil {
+		return err
+	}
+	gens := make([]chunkGenerator, len(s.Configs))
+	for i, c := range s.Configs {
+		if gens[i], err = newChunkGenerator(c, s, target, draft); err != nil {
+			return err
+		}
+		gens[i].dir = *out
+	}
+	chunks := (s.N + s.Chunk - 1) / s.Chunk
+	for _, g := range gens {
+		start, done := time.Now(), 0
+		mine := 0
+		for c := shardI; c < chunks; c += shardN {
+			mine++
+		}
+		for c := shardI; c < chunks; c += shardN {
+			done++
+			if fid.HasChunk(*out, g.name, c) {
+				continue
+			}
+			ch, err := g.run(c, ev)
+			if err != nil {
+				return fmt.Errorf("%s chunk %d: %v", g.name, c, err)
+			}
+			if err := fid.WriteChunk(*out, g.name, ch); err != nil {
+				return err
+			}
+			eta := time.Since(start) / time.Duration(done) * time.Duration(mine-done)
+			fmt.Fprintf(os.Stderr, "\r%-40s chunk %d/%d  (%.1f s, eta %s)   ", g.name, done, mine, ch.Seconds, eta.Round(time.Second))
+		}
+		fmt.Fprintln(os.Stderr)
+	}
+	return reportRun(*out, s, gens, ev, *reference)
+}
+
+func parseShard(s string) (int, int, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("shard %q: want i/n with 0 <= i < n", s)
+	}
+	return i, n, nil
+}
+
+// checkRunSettings writes run.json for a new run, or refuses to resume one made otherwise.
+func checkRunSettings(dir string, s evalSettings) error {
+	path := filepath.Join(dir, "run.json")
+	data, err := os.ReadFile(path)
+	if err == nil {
+		var old evalSettings
+		if err := json.Unmarshal(data, &old); err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+		if !reflect.DeepEqual(old, s) {
+			return fmt.Errorf("%s holds a run with other settings (%s); use another --out or the same settings", path, string(data))
+		}
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, _ = json.MarshalIndent(s, "", "  ")
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+func openEvaluator(rt *runtimeFlags, name string) (*fid.Evaluator, error) {
+	if err := mar.InitRuntime(rt.ortLib); err != nil {
+		return nil, err
+	}
+	opt := mar.SessionOptions{Provider: mar.Provider(rt.provider), IntraOpThreads: rt.threads}
+	if name == "evaluator" {
+		if st, err := os.Stat(name); err != nil || !st.IsDir() {
+			return fid.LoadEvaluator(models.FS, "evaluator", path.Join("embedded", "evaluator"), opt)
+		}
+	}
+	return fid.LoadEvaluator(os.DirFS(name), ".", name, opt)
+}
+
+// chunkGenerator generates the images of one configuration, a chunk at a time.
+type chunkGenerator struct {
+	name, desc string
+	dir        string     // the run folder
+	model      *mar.Model // target-only or draft-only
+	target     *mar.Model
+	draft      *mar.Model
+	spec       *arsampler.Config
+	opt        mar.Options
+	settings   evalSettings
+}
+
+func newChunkGenerator(spec string, s evalSettings, target, draft *mar.Model) (chunkGenerator, error) {
+	// baselines give the last step its variance too, so spec and target-only are like for like
+	opt := mar.Options{Seed: s.Seed, CFG: s.CFG, Temperature: s.Temperature, Steps: s.Steps, Batch: s.Batch, FinalStepNoise: true}
+	if err := target.Validate(&opt); err != nil {
+		return chunkGenerator{}, err
+	}
+	g := chunkGenerator{opt: opt, settings: s, target: target, draft: draft}
+	kind, rest, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "target", "draft":
+		if rest != "" {
+			return g, fmt.Errorf("configuration %q: %s takes no options", spec, kind)
+		}
+		g.name, g.desc, g.model = kind, kind+"-only", target
+		if kind == "draft" {
+			g.model = draft
+		}
+		return g, nil
+	case "spec":
+	default:
+		return g, fmt.Errorf("configuration %q: kind %q unknown (allowed: target, draft, spec)", spec, kind)
+	}
+	sf := specFlags{gamma: "8", prefill: 0.05, verify: "prefix", acceptance: "paper", align: "on", maxTries: 1000}
+	for _, kv := range strings.Split(rest, ":") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return g, fmt.Errorf("configuration %q: %q is not key=value", spec, kv)
+		}
+		switch k {
+		case "gamma":
+			sf.gamma = v
+		case "prefill":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return g, fmt.Errorf("configuration %q: prefill %q is not a number", spec, v)
+			}
+			sf.prefill = f
+		case "verify":
+			sf.verify = v
+		case "acceptance":
+			sf.acceptance = v
+		case "align":
+			sf.align = v
+		default:
+			return g, fmt.Errorf("configuration %q: key %q unknown (allowed: gamma, prefill, verify, acceptance, align)", spec, k)
+		}
+	}
+	cfg, err := sf.config(opt)
+	if err != nil {
+		return g, fmt.Errorf("configuration %q: %v", spec, err)
+	}
+	if _, err := arsampler.NewEngine(target, draft, cfg); err != nil {
+		return g, fmt.Errorf("configuration %q: %v", spec, err)
+	}
+	g.spec = &cfg
+	g.desc = "spec " + sf.describe()
+	g.name = fmt.Sprintf("spec-g%s-p%g-%s-%s-align%s", sf.gamma, sf.prefill, sf.verify, sf.acceptance, sf.align)
+	return g, nil
+}
+
+// run generates and evaluates chunk c.
+func (g chunkGenerator) run(c int, ev *fid.Evaluator) (*fid.Chunk, error) {
+	first := c * g.settings.Chunk
+	last := min(first+g.settings.Chunk, g.settings.N)
+	ch := &fid.Chunk{Index: c}
+	for i := first; i < last; i++ {
+		ch.Images = append(ch.Images, i)
+		ch.Classes = append(ch.Classes, i%len(g.target.Manifest.Classes))
+	}
+	start := time.Now()
+	var pixels [][]uint8
+	if g.spec == nil {
+		opt := g.opt
+		opt.FirstIndex = first
+		imgs, err := g.model.Generate(ch.Classes, opt)
+		if err != nil {
+			return nil, err
+		}
+		for _, im := range imgs {
+			pixels = append(pixels, im.Pixels)
+		}
+	} else {
+		e, err := arsampler.NewEngine(g.target, g.draft, *g.spec)
+		if err != nil {
+			return nil, err
+		}
+		jobs := make([]arsampler.Job, len(ch.Images))
+		for i, idx := range ch.Images {
+			jobs[i] = arsampler.Job{Index: idx, Class: ch.Classes[i]}
+		}
+		res, err := e.Run(jobs, g.settings.Batch)
+		if err != nil {
+			return nil, err
+		}
+		sum := arsampler.Summarize(res, e.Stats, 0)
+		ch.Drafted, ch.Accepted = sum.Drafted, sum.Accepted
+		ch.AcceptedAtStep, ch.RejectedAtStep = sum.AcceptedAtStep, sum.RejectedAtStep
+		for _, r := range res {
+			pixels = append(pixels, r.Pixels)
+		}
+	}
+	ch.Seconds = time.Since(start).Seconds()
+	var err error
+	if ch.Features, ch.Probs, err = ev.Evaluate(pixels); err != nil {
+		return nil, err
+	}
+	if c == 0 {
+		if err := g.saveGrid(pixels); err != nil {
+			return nil, err
+		}
+	}
+	return ch, nil
+}
+
+func (g chunkGenerator) saveGrid(pixels [][]uint8) error {
+	man := g.target.Manifest
+	var cells []image.Image
+	for _, px := range pixels[:min(len(pixels), 50)] {
+		img, err := render.FromPixels(px, man.Image.Height, man.Image.Width, man.Image.Channels)
+		if err != nil {
+			return err
+		}
+		cells = append(cells, img)
+	}
+	return render.WritePNG(filepath.Join(g.dir, g.name+"-samples.png"), render.Grid(cells, len(man.Classes), 3), g.desc)
+}
+
+// configResult is one row of the report.
+type configResult struct {
+	Name          string    `json:"name"`
+	Description   string    `json:"description"`
+	Images        int       `json:"images"`
+	FID           float64   `json:"fid"`
+	ISMean        float64   `json:"is_mean"`
+	ISStd         float64   `json:"is_std"`
+	ClassAccuracy float64   `json:"class_accuracy"`
+	Alpha         *float64  `json:"alpha,omitempty"`
+	SecondsImage  float64   `json:"seconds_per_image"`
+	Speedup       *float64  `json:"speedup_vs_target,omitempty"`
+	AlphaAtStep   []float64 `json:"alpha_at_step,omitempty"`
+}
+
+func reportRun(dir string, s evalSettings, gens []chunkGenerator, ev *fid.Evaluator, reference string) error {
+	chunks := (s.N + s.Chunk - 1) / s.Chunk
+	var ref *fid.Stats
+	var err error
+	if reference == "" {
+		ref, err = embeddedReference()
+	} else {
+		ref, err = fid.ReadStats(reference)
+	}
+	if err != nil {
+		return err
+	}
+	var rows []configResult
+	for _, g := range gens {
+		chs, missing, err := fid.ReadChunks(dir, g.name, chunks)
+		if err != nil {
+			return err
+		}
+		if len(missing) > 0 {
+			fmt.Printf("%s: %d of %d chunks present; the report waits for the other shards (marspec eval merge)\n", g.name, chunks-len(missing), chunks)
+			return nil
+		}
+		row, err := scoreConfig(g, chs, ev.Manifest.Features.Dim, ref)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
+	}
+	var targetSec float64
+	for _, r := range rows {
+		if r.Name == "target" {
+			targetSec = r.SecondsImage
+		}
+	}
+	for i := range rows {
+		if targetSec > 0 && rows[i].Name != "target" {
+			sp := targetSec / rows[i].SecondsImage
+			rows[i].Speedup = &sp
+		}
+	}
+	report := map[string]any{"settings": s, "results": rows, "evaluator": ev.Manifest.Name,
+		"versions": map[string]string{"go": runtime.Version(), "target": gens[0].target.Manifest.Name, "draft": gens[0].draft.Manifest.Name}}
+	data, _ := json.MarshalIndent(report, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	md := markdownTable(s, rows)
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(md)
+	return nil
+}
+
+func embeddedReference() (*fid.Stats, error) {
+	tmp, err := os.CreateTemp("", "marspec-ref-*.npz")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	data, err := models.FS.ReadFile("evaluator/fmnist_test_stats.npz")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return nil, err
+	}
+	tmp.Close()
+	return fid.ReadStats(tmp.Name())
+}
+
+func scoreConfig(g chunkGenerator, chs []*fid.Chunk, dim int, ref *fid.Stats) (configResult, error) {
+	row := configResult{Name: g.name, Description: g.desc}
+	acc, probs, err := fid.ChunkStats(chs, dim)
+	if err != nil {
+		return row, err
+	}
+	sigma, err := acc.Covariance()
+	if err != nil {
+		return row, err
+	}
+	if row.FID, err = fid.Frechet(acc.Mean, sigma, ref.Mu, ref.Sigma); err != nil {
+		return row, err
+	}
+	if row.ISMean, row.ISStd, err = fid.ShuffledInceptionScore(probs, 10, 0); err != nil {
+		return row, err
+	}
+	correct, drafted, accepted, secs := 0, 0, 0, 0.0
+	L := g.target.Manifest.SeqLen()
+	accAt, rejAt := make([]int, L), make([]int, L)
+	for _, ch := range chs {
+		for i, p := range ch.Probs {
+			if argmax(p) == ch.Classes[i] {
+				correct++
+			}
+		}
+		drafted += ch.Drafted
+		accepted += ch.Accepted
+		secs += ch.Seconds
+		for i := range ch.AcceptedAtStep {
+			accAt[i] += ch.AcceptedAtStep[i]
+			rejAt[i] += ch.RejectedAtStep[i]
+		}
+	}
+	row.Images = acc.N
+	row.ClassAccuracy = float64(correct) / float64(acc.N)
+	row.SecondsImage = secs / float64(acc.N)
+	if g.spec != nil && drafted > 0 {
+		a := float64(accepted) / float64(drafted)
+		row.Alpha = &a
+		for i := range accAt {
+			if n := accAt[i] + rejAt[i]; n > 0 {
+				row.AlphaAtStep = append(row.AlphaAtStep, float64(accAt[i])/float64(n))
+			} else {
+				row.AlphaAtStep = append(row.AlphaAtStep, -1)
+			}
+		}
+	}
+	return row, nil
+}
+
+func argmax(p []float64) int {
+	best := 0
+	for i, v := range p {
+		if v > p[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func markdownTable(s evalSettings, rows []configResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "N = %d images per configuration, seed %d, cfg %g, temperature %g, batch %d\n\n", s.N, s.Seed, s.CFG, s.Temperature, s.Batch)
+	b.WriteString("| configuration | FID | IS | class accuracy | alpha | s/image | speedup vs target |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		alpha, sp := "–", "–"
+		if r.Alpha != nil {
+			alpha = fmt.Sprintf("%.3f", *r.Alpha)
+		}
+		if r.Speedup != nil {
+			sp = fmt.Sprintf("%.2fx", *r.Speedup)
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f ± %.2f | %.3f | %s | %.4f | %s |\n", r.Description, r.FID, r.ISMean, r.ISStd, r.ClassAccuracy, alpha, r.SecondsImage, sp)
+	}
+	return b.String()
+}
+
+// runEvalMerge copies the chunk records of shard run folders into one run folder and reports.
+func runEvalMerge(args []string) error {
+	fs := flag.NewFlagSet("eval merge", flag.ContinueOnError)
+	rt := addRuntimeFlags(fs)
+	out := fs.String("out", "", "the merged run folder")
+	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
+	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded test set)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" || fs.NArg() == 0 {
+		return fmt.Errorf("usage: marspec eval merge --out RUN SHARD_RUN...")
+	}
+	var s *evalSettings
+	for _, shard := range fs.Args() {
+		data, err := os.ReadFile(filepath.Join(shard, "run.json"))
+		if err != nil {
+			return fmt.Errorf("%s is not a run folder: %v", shard, err)
+		}
+		var cur evalSettings
+		if err := json.Unmarshal(data, &cur); err != nil {
+			return err
+		}
+		if s != nil && !reflect.DeepEqual(*s, cur) {
+			return fmt.Errorf("%s was run with other settings than %s", shard, fs.Arg(0))
+		}
+		s = &cur
+		files, _ := filepath.Glob(filepath.Join(shard, "*", "chunk-*.json"))
+		sort.Strings(files)
+		for _, f := range files {
+			rel, _ := filepath.Rel(shard, f)
+			dst := filepath.Join(*out, rel)
+			if _, err := os.Stat(dst); err == nil {
+				continue
+			}
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst, data, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	if err := checkRunSettings(*out, *s); err != nil {
+		return err
+	}
+	target, err := rt.open(s.Target)
+	if err != nil {
+		return err
+	}
+	draft, err := rt.open(s.Draft)
+	if err != nil {
+		return err
+	}
+	ev, err := openEvaluator(rt, *evaluator)
+	if err != nil {
+		return err
+	}
+	gens := make([]chunkGenerator, len(s.Configs))
+	for i, c := range s.Configs {
+		if gens[i], err = newChunkGenerator(c, *s, target, draft); err != nil {
+			return err
+		}
+	}
+	return reportRun(*out, *s, gens, ev, *reference)
+}
