@@ -225,7 +225,7 @@ func (e *Engine) draftPhase() (int, error) {
 			idx := st.known + s
 			rows[r] = e.row(e.draft, z, zu, r, st.order[idx], idx, e.noise.Draft(st.job.Index, st.order[idx]))
 		}
-		x0 := make2D(len(rows), e.D)
+		x0 := mar.Rows(len(rows), e.D)
 		traces := make([]diffusion.Trace, len(rows))
 		if err := e.denD.Run(rows, x0, traces); err != nil {
 			return s, err
@@ -296,7 +296,7 @@ func (e *Engine) targetPhase() ([]targetItem, [][]float64, []align.Run, error) {
 		pos := it.img.order[idx]
 		drows[i] = e.row(e.target, z, zu, it.row, pos, idx, e.noise.Target(it.img.job.Index, pos))
 	}
-	x0 := make2D(len(items), e.D)
+	x0 := mar.Rows(len(items), e.D)
 	traces := make([]diffusion.Trace, len(items))
 	if err := e.denT.Run(drows, x0, traces); err != nil {
 		return nil, nil, nil, err
@@ -378,15 +378,6 @@ func (e *Engine) fix(st *imageState, x []float64) {
 	}
 	st.mask[pos] = 0
 	st.known++
-}
-
-func make2D(n, d int) [][]float64 {
-	flat := make([]float64, n*d)
-	out := make([][]float64, n)
-	for i := range out {
-		out[i] = flat[i*d : (i+1)*d]
-	}
-	return out
 }
 
 // Run generates all jobs, keeping at most maxBatch images in flight: finished images leave and

@@ -170,7 +170,7 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, den *Denois
 				where = append(where, [2]int{i, pos})
 			}
 		}
-		x0 := make2D(len(rows), D)
+		x0 := Rows(len(rows), D)
 		if err := den.Run(rows, x0, nil); err != nil {
 			return nil, err
 		}
@@ -188,7 +188,8 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, den *Denois
 	return images, nil
 }
 
-func make2D(n, d int) [][]float64 {
+// Rows allocates n rows of d values backed by one slice.
+func Rows(n, d int) [][]float64 {
 	flat := make([]float64, n*d)
 	out := make([][]float64, n)
 	for i := range out {

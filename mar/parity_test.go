@@ -143,7 +143,7 @@ func TestTrajectoryMatchesPyTorch(t *testing.T) {
 				rows[r].ZUncond = tj.ZUncond[r*W : (r+1)*W]
 			}
 		}
-		x0 := make2D(2, D)
+		x0 := Rows(2, D)
 		traces := make([]diffusion.Trace, 2)
 		if err := den.Run(rows, x0, traces); err != nil {
 			t.Fatal(err)

@@ -73,27 +73,9 @@ func runEval(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRunSettings(*out, s); err != nil {
-		return err
-	}
-	target, err := rt.open(s.Target)
+	gens, ev, err := openRun(rt, *out, s, *evaluator)
 	if err != nil {
 		return err
-	}
-	draft, err := rt.open(s.Draft)
-	if err != nil {
-		return err
-	}
-	ev, err := openEvaluator(rt, *evaluator)
-	if err != nil {
-		return err
-	}
-	gens := make([]chunkGenerator, len(s.Configs))
-	for i, c := range s.Configs {
-		if gens[i], err = newChunkGenerator(c, s, target, draft); err != nil {
-			return err
-		}
-		gens[i].dir = *out
 	}
 	chunks := (s.N + s.Chunk - 1) / s.Chunk
 	for _, g := range gens {
@@ -120,6 +102,34 @@ func runEval(args []string) error {
 		fmt.Fprintln(os.Stderr)
 	}
 	return reportRun(*out, s, gens, ev, *reference)
+}
+
+// openRun pins the run's settings in its folder, opens the models and the evaluator and
+// builds one generator per configuration.
+func openRun(rt *runtimeFlags, dir string, s evalSettings, evaluator string) ([]chunkGenerator, *fid.Evaluator, error) {
+	if err := checkRunSettings(dir, s); err != nil {
+		return nil, nil, err
+	}
+	target, err := rt.open(s.Target)
+	if err != nil {
+		return nil, nil, err
+	}
+	draft, err := rt.open(s.Draft)
+	if err != nil {
+		return nil, nil, err
+	}
+	ev, err := openEvaluator(rt, evaluator)
+	if err != nil {
+		return nil, nil, err
+	}
+	gens := make([]chunkGenerator, len(s.Configs))
+	for i, c := range s.Configs {
+		if gens[i], err = newChunkGenerator(c, s, target, draft); err != nil {
+			return nil, nil, err
+		}
+		gens[i].dir = dir
+	}
+	return gens, ev, nil
 }
 
 func parseShard(s string) (int, int, error) {
@@ -518,26 +528,9 @@ func runEvalMerge(args []string) error {
 			}
 		}
 	}
-	if err := checkRunSettings(*out, *s); err != nil {
-		return err
-	}
-	target, err := rt.open(s.Target)
+	gens, ev, err := openRun(rt, *out, *s, *evaluator)
 	if err != nil {
 		return err
-	}
-	draft, err := rt.open(s.Draft)
-	if err != nil {
-		return err
-	}
-	ev, err := openEvaluator(rt, *evaluator)
-	if err != nil {
-		return err
-	}
-	gens := make([]chunkGenerator, len(s.Configs))
-	for i, c := range s.Configs {
-		if gens[i], err = newChunkGenerator(c, *s, target, draft); err != nil {
-			return err
-		}
 	}
 	return reportRun(*out, *s, gens, ev, *reference)
 }

@@ -4,12 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path"
 	"strings"
 
 	"marspec/fid"
-	"marspec/mar"
-	"marspec/models"
 )
 
 // runFID is `marspec fid A B` (FID between two folders of images or statistics files) and
@@ -23,18 +20,7 @@ func runFID(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	open := func() (*fid.Evaluator, error) {
-		if err := mar.InitRuntime(rt.ortLib); err != nil {
-			return nil, err
-		}
-		opt := mar.SessionOptions{Provider: mar.Provider(rt.provider), IntraOpThreads: rt.threads}
-		if *evaluator == "evaluator" {
-			if st, err := os.Stat(*evaluator); err != nil || !st.IsDir() {
-				return fid.LoadEvaluator(models.FS, "evaluator", path.Join("embedded", "evaluator"), opt)
-			}
-		}
-		return fid.LoadEvaluator(os.DirFS(*evaluator), ".", *evaluator, opt)
-	}
+	open := func() (*fid.Evaluator, error) { return openEvaluator(rt, *evaluator) }
 	progress := func(done, total int) {
 		if done == total || done%4096 == 0 {
 			fmt.Fprintf(os.Stderr, "\rfeatures %d/%d", done, total)
