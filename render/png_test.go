@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"image"
 	"image/png"
+	"os"
 	"testing"
 )
 
@@ -38,5 +39,23 @@ func TestGridSize(t *testing.T) {
 	g := Grid([]image.Image{img, img, img}, 2, 3)
 	if g.Bounds().Dx() != 2*(84+2)+2 || g.Bounds().Dy() != 2*(84+2)+2 {
 		t.Fatalf("grid bounds %v", g.Bounds())
+	}
+}
+
+func TestChartWritesPNG(t *testing.T) {
+	path := t.TempDir() + "/c.png"
+	err := Chart(path, "alpha per step", "AR step", "alpha", []Series{
+		{Name: "a", X: []float64{1, 2, 3}, Y: []float64{0.1, 0.3, 0.2}},
+		{Name: "b", X: []float64{1.5}, Y: []float64{0.5}, Points: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if _, err := png.Decode(bytes.NewReader(data)); err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	if err := Chart(path, "x", "x", "y", []Series{{Name: "bad", X: []float64{1}}}); err == nil {
+		t.Fatal("mismatched series accepted")
 	}
 }

@@ -179,6 +179,8 @@ func openEvaluator(rt *runtimeFlags, name string) (*fid.Evaluator, error) {
 // chunkGenerator generates the images of one configuration, a chunk at a time.
 type chunkGenerator struct {
 	name, desc string
+	gamma      string // spec: the gamma setting; group: verify/acceptance/align, for plots
+	group      string
 	dir        string     // the run folder
 	model      *mar.Model // target-only or draft-only
 	target     *mar.Model
@@ -246,6 +248,7 @@ func newChunkGenerator(spec string, s evalSettings, target, draft *mar.Model) (c
 		return g, fmt.Errorf("configuration %q: %v", spec, err)
 	}
 	g.spec = &cfg
+	g.gamma, g.group = sf.gamma, fmt.Sprintf("%s/%s/align %s/prefill %g", sf.verify, sf.acceptance, sf.align, sf.prefill)
 	g.desc = "spec " + sf.describe()
 	g.name = fmt.Sprintf("spec-g%s-p%g-%s-%s-align%s", sf.gamma, sf.prefill, sf.verify, sf.acceptance, sf.align)
 	return g, nil
@@ -377,6 +380,9 @@ func reportRun(dir string, s evalSettings, gens []chunkGenerator, ev *fid.Evalua
 		"versions": map[string]string{"go": runtime.Version(), "target": gens[0].target.Manifest.Name, "draft": gens[0].draft.Manifest.Name}}
 	data, _ := json.MarshalIndent(report, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := writePlots(dir, gens, rows); err != nil {
 		return err
 	}
 	md := markdownTable(s, rows)
@@ -533,4 +539,58 @@ func runEvalMerge(args []string) error {
 		return err
 	}
 	return reportRun(*out, *s, gens, ev, *reference)
+}
+
+// writePlots draws alpha against gamma, alpha per AR step (the paper's Fig. 9) and FID against
+// measured speedup for the run's configurations.
+func writePlots(dir string, gens []chunkGenerator, rows []configResult) error {
+	byGroup := map[string]*render.Series{}
+	var steps, tradeoff []render.Series
+	for i, r := range rows {
+		g := gens[i]
+		sp := 1.0
+		if r.Speedup != nil {
+			sp = *r.Speedup
+		}
+		tradeoff = append(tradeoff, render.Series{Name: r.Description, X: []float64{sp}, Y: []float64{r.FID}, Points: true})
+		if r.Alpha == nil {
+			continue
+		}
+		if gv, err := strconv.Atoi(g.gamma); err == nil {
+			s := byGroup[g.group]
+			if s == nil {
+				s = &render.Series{Name: g.group}
+				byGroup[g.group] = s
+			}
+			s.X, s.Y = append(s.X, float64(gv)), append(s.Y, *r.Alpha)
+		}
+		st := render.Series{Name: r.Description}
+		for k, a := range r.AlphaAtStep {
+			if a >= 0 {
+				st.X, st.Y = append(st.X, float64(k)), append(st.Y, a)
+			}
+		}
+		steps = append(steps, st)
+	}
+	var gammas []render.Series
+	for _, s := range byGroup {
+		gammas = append(gammas, *s)
+	}
+	charts := []struct {
+		file, title, x, y string
+		series            []render.Series
+	}{
+		{"alpha_vs_gamma.png", "acceptance rate vs gamma", "gamma", "alpha", gammas},
+		{"alpha_per_step.png", "acceptance rate per AR step (Fig. 9)", "AR step", "alpha", steps},
+		{"fid_vs_speedup.png", "quality vs speed", "speedup vs target-only", "FID", tradeoff},
+	}
+	for _, c := range charts {
+		if len(c.series) == 0 {
+			continue
+		}
+		if err := render.Chart(filepath.Join(dir, c.file), c.title, c.x, c.y, c.series); err != nil {
+			return err
+		}
+	}
+	return nil
 }

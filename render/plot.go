@@ -1,0 +1,55 @@
+package render
+
+import (
+	"fmt"
+	"image/color"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Series is one named set of points of a chart.
+type Series struct {
+	Name   string
+	X, Y   []float64
+	Points bool // draw markers only (a scatter), not a line
+}
+
+// Chart writes a PNG chart of the series with the given title and axis labels.
+func Chart(path, title, xLabel, yLabel string, series []Series) error {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xLabel, yLabel
+	p.Add(plotter.NewGrid())
+	palette := []color.RGBA{{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255},
+		{214, 39, 40, 255}, {148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}}
+	sort.SliceStable(series, func(i, j int) bool { return series[i].Name < series[j].Name })
+	for i, s := range series {
+		if len(s.X) != len(s.Y) {
+			return fmt.Errorf("chart %s: series %s has %d x and %d y values", title, s.Name, len(s.X), len(s.Y))
+		}
+		pts := make(plotter.XYs, len(s.X))
+		for k := range s.X {
+			pts[k].X, pts[k].Y = s.X[k], s.Y[k]
+		}
+		c := palette[i%len(palette)]
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return err
+		}
+		sc.Color = c
+		p.Add(sc)
+		p.Legend.Add(s.Name, sc)
+		if !s.Points {
+			line, err := plotter.NewLine(pts)
+			if err != nil {
+				return err
+			}
+			line.Color = c
+			p.Add(line)
+		}
+	}
+	p.Legend.Top = true
+	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+}
