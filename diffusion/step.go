@@ -43,9 +43,6 @@ func (s *Schedule) Step(k int, mean, logVar, noise, out []float64, opt StepOptio
 	}
 }
 
-// IsDeterministic reports whether step k adds no noise under opt.
-func IsDeterministic(k int, opt StepOptions) bool { return k == 0 && !opt.FinalStepNoise }
-
 // GaussianLogDensity is log N(x; mean, diag(exp(logVar))), summed over dimensions.
 func GaussianLogDensity(x, mean, logVar []float64) float64 {
 	const log2Pi = 1.8378770664093453
@@ -67,23 +64,11 @@ func GuidedEpsilon(cond, uncond []float32, scale float64, out []float32) {
 	}
 }
 
-// CFGSchedule gives the guidance scale of an AR step from the nominal scale cfg, the number
-// of tokens known after that step and the sequence length.
-type CFGSchedule func(cfg float64, knownAfterStep, seqLen int) float64
-
 // LinearCFGScale is MAR's linear guidance schedule: 1 + (cfg-1)*known/L, with known the
 // number of tokens known after the current AR step.
 func LinearCFGScale(cfg float64, knownAfterStep, seqLen int) float64 {
 	return 1 + (cfg-1)*float64(knownAfterStep)/float64(seqLen)
 }
-
-// ConstantCFG is MAR's "constant" guidance schedule: cfg at every step.
-func ConstantCFG(cfg float64, _, _ int) float64 { return cfg }
-
-var (
-	_ CFGSchedule = LinearCFGScale
-	_ CFGSchedule = ConstantCFG
-)
 
 // Trace summarises one token's reverse run: what density ratios between two runs need.
 type Trace struct {
