@@ -412,3 +412,22 @@ func (e *Engine) Run(jobs []Job, maxBatch int) ([]Result, error) {
 	}
 	return sorted, nil
 }
+
+// Generate runs speculative decoding for one image per class (image i gets index
+// firstIndex+i) with at most maxBatch in flight, and summarises the run with its wall time.
+func Generate(target, draft *mar.Model, cfg Config, classes []int, firstIndex, maxBatch int) ([]Result, Summary, error) {
+	e, err := NewEngine(target, draft, cfg)
+	if err != nil {
+		return nil, Summary{}, err
+	}
+	jobs := make([]Job, len(classes))
+	for i, c := range classes {
+		jobs[i] = Job{Index: firstIndex + i, Class: c}
+	}
+	start := time.Now()
+	res, err := e.Run(jobs, maxBatch)
+	if err != nil {
+		return nil, Summary{}, err
+	}
+	return res, Summarize(res, e.Stats, time.Since(start).Seconds()), nil
+}

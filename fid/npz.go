@@ -2,6 +2,8 @@ package fid
 
 import (
 	"fmt"
+	"io"
+	"os"
 
 	"codeberg.org/sbinet/npyio/npz"
 	"gonum.org/v1/gonum/mat"
@@ -31,11 +33,24 @@ func WriteStats(path string, acc *Accumulator) error {
 
 // ReadStats reads `mu` and `sigma` from an .npz file (any FID tool's reference statistics).
 func ReadStats(path string) (*Stats, error) {
-	f, err := npz.Open(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot read statistics: %v", path, err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot read statistics: %v", path, err)
+	}
+	return ReadStatsFrom(f, st.Size(), path)
+}
+
+// ReadStatsFrom reads statistics from .npz bytes; path names them in errors.
+func ReadStatsFrom(data io.ReaderAt, size int64, path string) (*Stats, error) {
+	f, err := npz.NewReader(data, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot read statistics: %v", path, err)
+	}
 	var mu []float64
 	if err := f.Read("mu.npy", &mu); err != nil {
 		return nil, fmt.Errorf("%s: no readable mu: %v", path, err)

@@ -127,18 +127,6 @@ func runSpecOnce(target, draft *mar.Model, sf specFlags, opt mar.Options, classe
 	if err != nil {
 		return arsampler.Summary{}, err
 	}
-	e, err := arsampler.NewEngine(target, draft, cfg)
-	if err != nil {
-		return arsampler.Summary{}, err
-	}
-	jobs := make([]arsampler.Job, len(classes))
-	for i, c := range classes {
-		jobs[i] = arsampler.Job{Index: i, Class: c}
-	}
-	start := time.Now()
-	res, err := e.Run(jobs, batch)
-	if err != nil {
-		return arsampler.Summary{}, err
-	}
-	return arsampler.Summarize(res, e.Stats, time.Since(start).Seconds()), nil
+	_, sum, err := arsampler.Generate(target, draft, cfg, classes, 0, batch)
+	return sum, err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -276,19 +277,10 @@ func (g chunkGenerator) run(c int, ev *fid.Evaluator) (*fid.Chunk, error) {
 			pixels = append(pixels, im.Pixels)
 		}
 	} else {
-		e, err := arsampler.NewEngine(g.target, g.draft, *g.spec)
+		res, sum, err := arsampler.Generate(g.target, g.draft, *g.spec, ch.Classes, first, g.settings.Batch)
 		if err != nil {
 			return nil, err
 		}
-		jobs := make([]arsampler.Job, len(ch.Images))
-		for i, idx := range ch.Images {
-			jobs[i] = arsampler.Job{Index: idx, Class: ch.Classes[i]}
-		}
-		res, err := e.Run(jobs, g.settings.Batch)
-		if err != nil {
-			return nil, err
-		}
-		sum := arsampler.Summarize(res, e.Stats, 0)
 		ch.Drafted, ch.Accepted = sum.Drafted, sum.Accepted
 		ch.AcceptedAtStep, ch.RejectedAtStep = sum.AcceptedAtStep, sum.RejectedAtStep
 		for _, r := range res {
@@ -394,20 +386,11 @@ func reportRun(dir string, s evalSettings, gens []chunkGenerator, ev *fid.Evalua
 }
 
 func embeddedReference() (*fid.Stats, error) {
-	tmp, err := os.CreateTemp("", "marspec-ref-*.npz")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp.Name())
 	data, err := models.FS.ReadFile("evaluator/fmnist_test_stats.npz")
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tmp.Write(data); err != nil {
-		return nil, err
-	}
-	tmp.Close()
-	return fid.ReadStats(tmp.Name())
+	return fid.ReadStatsFrom(bytes.NewReader(data), int64(len(data)), "embedded/evaluator/fmnist_test_stats.npz")
 }
 
 func scoreConfig(g chunkGenerator, chs []*fid.Chunk, dim int, ref *fid.Stats) (configResult, error) {

@@ -114,25 +114,15 @@ func (g *generateFlags) runSpec(target *mar.Model, classes []int, opt mar.Option
 	if err != nil {
 		return err
 	}
-	engine, err := arsampler.NewEngine(target, draft, cfg)
+	results, sum, err := arsampler.Generate(target, draft, cfg, classes, 0, g.batch)
 	if err != nil {
 		return err
 	}
-	jobs := make([]arsampler.Job, len(classes))
-	for i, c := range classes {
-		jobs[i] = arsampler.Job{Index: i, Class: c}
-	}
-	start := time.Now()
-	results, err := engine.Run(jobs, g.batch)
-	if err != nil {
-		return err
-	}
-	sum := arsampler.Summarize(results, engine.Stats, time.Since(start).Seconds())
 	images := make([]mar.Image, len(results))
 	for i, r := range results {
 		images[i] = mar.Image{Index: r.Index, Class: r.Class, Tokens: r.Tokens, Pixels: r.Pixels}
 	}
-	params := describe(engine.Config().Sampling, "mode=spec", "target="+target.Manifest.Name, "draft="+draft.Manifest.Name, g.spec.describe())
+	params := describe(cfg.Sampling, "mode=spec", "target="+target.Manifest.Name, "draft="+draft.Manifest.Name, g.spec.describe())
 	if err := saveImages(g.out, target, images, params); err != nil {
 		return err
 	}
