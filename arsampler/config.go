@@ -41,6 +41,39 @@ func (v Verify) String() string {
 	return "prefix"
 }
 
+// Schedule is how the passes of a prefix round are laid out in time.
+type Schedule int
+
+const (
+	// Batched drafts gamma tokens, then scores all gamma+1 target contexts in one pass: few
+	// sequential calls, gamma+1 rows per image (right for a GPU, where rows are nearly free).
+	Batched Schedule = iota
+	// Lazy drafts token j and scores target context j only for images whose drafts 0..j-1 were
+	// all accepted: up to 2*gamma+1 sequential calls, but about 1/(1-alpha) rows per image
+	// (right for a CPU, where cost grows with rows). Draft j and context j depend only on the
+	// tokens before them and on per-(image, position) noise, so the images are the same as
+	// Batched's, draw for draw.
+	Lazy
+)
+
+// ParseSchedule reads "batched" or "lazy".
+func ParseSchedule(s string) (Schedule, error) {
+	switch s {
+	case "batched":
+		return Batched, nil
+	case "lazy":
+		return Lazy, nil
+	}
+	return 0, fmt.Errorf("schedule %q unknown (allowed: batched, lazy)", s)
+}
+
+func (s Schedule) String() string {
+	if s == Lazy {
+		return "lazy"
+	}
+	return "batched"
+}
+
 // Config is everything that decides how a speculative run samples.
 type Config struct {
 	Sampling   mar.Options // seed, CFG, temperature, diffusion steps (one token per AR step)
@@ -51,6 +84,10 @@ type Config struct {
 	Verify     Verify
 	Acceptance align.Criterion
 	Align      bool // shared noise between draft and target
+	// Schedule is how a prefix round is computed: Batched (the paper's one target pass over
+	// gamma+1 contexts) or Lazy (depth by depth, only for images still accepting). Both give the
+	// same tokens; they differ in cost. Group verification always runs batched.
+	Schedule Schedule
 	// MaxResampleTries bounds the acceptance-rejection resampler; when hit, the last proposal
 	// (a draw from the target's last-step Gaussian) is used and the hit is counted.
 	MaxResampleTries int

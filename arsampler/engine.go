@@ -127,24 +127,15 @@ func (e *Engine) Round() ([]Result, error) {
 		}
 		st.drafts, st.draftRuns = st.drafts[:0], st.draftRuns[:0]
 	}
-	start := time.Now()
-	draftSteps, err := e.draftPhase()
-	if err != nil {
+	if e.cfg.Verify == Prefix && e.cfg.Schedule == Lazy {
+		if err := e.lazyRound(); err != nil {
+			return nil, err
+		}
+	} else if err := e.batchedRound(); err != nil {
 		return nil, err
 	}
-	mid := time.Now()
-	items, x0, runs, err := e.targetPhase()
-	if err != nil {
-		return nil, err
-	}
-	end := time.Now()
-	e.decide(items, x0, runs, gamma)
-	e.Stats.DraftTime += mid.Sub(start)
-	e.Stats.TargetTime += end.Sub(mid)
-	e.Stats.OtherTime += time.Since(end)
 	e.Stats.Rounds++
 	e.Stats.GammaSum += gamma
-	e.auto.observeCost(mid.Sub(start), draftSteps, end.Sub(mid))
 
 	var done []Result
 	keep := e.active[:0]
@@ -159,6 +150,27 @@ func (e *Engine) Round() ([]Result, error) {
 	}
 	e.active = keep
 	return done, nil
+}
+
+// batchedRound drafts every image's gamma tokens, then runs one target pass over all contexts.
+func (e *Engine) batchedRound() error {
+	start := time.Now()
+	draftSteps, err := e.draftPhase()
+	if err != nil {
+		return err
+	}
+	mid := time.Now()
+	items, x0, runs, err := e.targetPhase()
+	if err != nil {
+		return err
+	}
+	end := time.Now()
+	e.decide(items, x0, runs)
+	e.Stats.DraftTime += mid.Sub(start)
+	e.Stats.TargetTime += end.Sub(mid)
+	e.Stats.OtherTime += time.Since(end)
+	e.auto.observeCost(mid.Sub(start), draftSteps, end.Sub(mid))
+	return nil
 }
 
 func (e *Engine) cfgScale(orderIndex int) float64 {
@@ -309,7 +321,7 @@ func (e *Engine) targetPhase() ([]targetItem, [][]float64, []align.Run, error) {
 }
 
 // decide accepts, resamples or takes the target's tokens, image by image.
-func (e *Engine) decide(items []targetItem, x0 [][]float64, runs []align.Run, gamma int) {
+func (e *Engine) decide(items []targetItem, x0 [][]float64, runs []align.Run) {
 	for start := 0; start < len(items); {
 		st := items[start].img
 		end := start
@@ -333,41 +345,49 @@ func (e *Engine) decideImage(st *imageState, items []targetItem, x0 [][]float64,
 	}
 	allAccepted := true
 	for j := 0; j < st.gamma; j++ {
-		q, p, draft := st.draftRuns[j], runs[j], st.drafts[j]
-		logR, logSigma := align.LogRatio(e.cfg.Acceptance, q, p, draft)
-		pos := st.order[st.known]
-		step := st.known
-		st.stats.Drafted++
-		st.stats.SumSquaredDistance += align.SquaredDistance(draft, x0[j])
-		st.stats.SumLogSigma += logSigma
-		if math.Log(st.rng.Float64()) < logR {
-			st.stats.Accepted++
-			st.stats.AcceptedAtStep[step]++
-			st.stats.AcceptedAtPos[pos]++
-			e.auto.observeDraft(true)
-			e.fix(st, draft)
-			continue
-		}
-		e.auto.observeDraft(false)
-		st.stats.RejectedAtStep[step]++
-		st.stats.RejectedAtPos[pos]++
-		res := ResampleModified(st.rng, p.Trace.LastMean, p.Trace.LastLogVar, q.Trace.LastMean, q.Trace.LastLogVar,
-			logSigma, e.cfg.MaxResampleTries)
-		st.stats.Resampled++
-		st.stats.Tries += res.Tries
-		if res.BoundHit {
-			st.stats.BoundHits++
-		}
-		e.fix(st, res.X)
-		allAccepted = false
-		if e.cfg.Verify == Prefix {
-			return
+		if !e.judge(st, st.draftRuns[j], runs[j], st.drafts[j], x0[j]) {
+			allAccepted = false
+			if e.cfg.Verify == Prefix {
+				return
+			}
 		}
 	}
 	if allAccepted && e.cfg.Verify == Prefix && len(items) > st.gamma {
 		st.stats.Bonus++
 		e.fix(st, x0[st.gamma])
 	}
+}
+
+// judge tests the draft token for st's next position against the target's run for the same
+// position (targetX0 is the target's own sample there, for the distance statistic). An accepted
+// draft is fixed; a rejected one is replaced by a draw from the modified distribution. It
+// reports whether the draft was accepted.
+func (e *Engine) judge(st *imageState, q, p align.Run, draft, targetX0 []float64) bool {
+	logR, logSigma := align.LogRatio(e.cfg.Acceptance, q, p, draft)
+	pos, step := st.order[st.known], st.known
+	st.stats.Drafted++
+	st.stats.SumSquaredDistance += align.SquaredDistance(draft, targetX0)
+	st.stats.SumLogSigma += logSigma
+	if math.Log(st.rng.Float64()) < logR {
+		st.stats.Accepted++
+		st.stats.AcceptedAtStep[step]++
+		st.stats.AcceptedAtPos[pos]++
+		e.auto.observeDraft(true)
+		e.fix(st, draft)
+		return true
+	}
+	e.auto.observeDraft(false)
+	st.stats.RejectedAtStep[step]++
+	st.stats.RejectedAtPos[pos]++
+	res := ResampleModified(st.rng, p.Trace.LastMean, p.Trace.LastLogVar, q.Trace.LastMean, q.Trace.LastLogVar,
+		logSigma, e.cfg.MaxResampleTries)
+	st.stats.Resampled++
+	st.stats.Tries += res.Tries
+	if res.BoundHit {
+		st.stats.BoundHits++
+	}
+	e.fix(st, res.X)
+	return false
 }
 
 // fix makes the next token of st's order known with value x.

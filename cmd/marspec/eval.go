@@ -59,6 +59,7 @@ func runEval(args []string) error {
 	configs := fs.String("configs", defaultEvalConfigs, "configurations: target, draft, spec[:key=value:...] with keys gamma, prefill, verify, acceptance, align")
 	shard := fs.String("shard", "0/1", "i/n: generate only chunks c with c mod n == i")
 	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
+	schedule := fs.String("schedule", "auto", "prefix rounds: batched, lazy or auto (lazy on cpu); the images are the same, only the cost differs, so it is not part of the run's settings")
 	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded Fashion-MNIST test set)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,7 +75,7 @@ func runEval(args []string) error {
 	if err != nil {
 		return err
 	}
-	gens, ev, err := openRun(rt, *out, s, *evaluator)
+	gens, ev, err := openRun(rt, *out, s, *evaluator, *schedule)
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func runEval(args []string) error {
 
 // openRun pins the run's settings in its folder, opens the models and the evaluator and
 // builds one generator per configuration.
-func openRun(rt *runtimeFlags, dir string, s evalSettings, evaluator string) ([]chunkGenerator, *fid.Evaluator, error) {
+func openRun(rt *runtimeFlags, dir string, s evalSettings, evaluator, schedule string) ([]chunkGenerator, *fid.Evaluator, error) {
 	if err := checkRunSettings(dir, s); err != nil {
 		return nil, nil, err
 	}
@@ -125,7 +126,7 @@ func openRun(rt *runtimeFlags, dir string, s evalSettings, evaluator string) ([]
 	}
 	gens := make([]chunkGenerator, len(s.Configs))
 	for i, c := range s.Configs {
-		if gens[i], err = newChunkGenerator(c, s, target, draft); err != nil {
+		if gens[i], err = newChunkGenerator(c, s, target, draft, specFlags{schedule: schedule, provider: rt.provider}); err != nil {
 			return nil, nil, err
 		}
 		gens[i].dir = dir
@@ -191,7 +192,8 @@ type chunkGenerator struct {
 	settings   evalSettings
 }
 
-func newChunkGenerator(spec string, s evalSettings, target, draft *mar.Model) (chunkGenerator, error) {
+// base carries the settings outside the configuration string (schedule and provider).
+func newChunkGenerator(spec string, s evalSettings, target, draft *mar.Model, base specFlags) (chunkGenerator, error) {
 	// baselines give the last step its variance too, so spec and target-only are like for like
 	opt := mar.Options{Seed: s.Seed, CFG: s.CFG, Temperature: s.Temperature, Steps: s.Steps, Batch: s.Batch, FinalStepNoise: true}
 	if err := target.Validate(&opt); err != nil {
@@ -213,7 +215,8 @@ func newChunkGenerator(spec string, s evalSettings, target, draft *mar.Model) (c
 	default:
 		return g, fmt.Errorf("configuration %q: kind %q unknown (allowed: target, draft, spec)", spec, kind)
 	}
-	sf := specFlags{gamma: "8", prefill: 0.05, verify: "prefix", acceptance: "paper", align: "on", maxTries: 1000}
+	sf := base
+	sf.gamma, sf.prefill, sf.verify, sf.acceptance, sf.align, sf.maxTries = "8", 0.05, "prefix", "paper", "on", 1000
 	for _, kv := range strings.Split(rest, ":") {
 		if kv == "" {
 			continue
@@ -517,7 +520,7 @@ func runEvalMerge(args []string) error {
 			}
 		}
 	}
-	gens, ev, err := openRun(rt, *out, *s, *evaluator)
+	gens, ev, err := openRun(rt, *out, *s, *evaluator, "auto")
 	if err != nil {
 		return err
 	}

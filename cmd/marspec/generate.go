@@ -110,6 +110,7 @@ func (g *generateFlags) runSpec(target *mar.Model, classes []int, opt mar.Option
 	if err != nil {
 		return err
 	}
+	g.spec.provider = g.rt.provider
 	cfg, err := g.spec.config(opt)
 	if err != nil {
 		return err

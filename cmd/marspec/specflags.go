@@ -13,6 +13,8 @@ import (
 // specFlags are the speculative decoding settings shared by generate and bench.
 type specFlags struct {
 	gamma, verify, acceptance, align string
+	schedule                         string // auto, batched or lazy
+	provider                         string // resolves schedule auto: lazy on cpu, batched on cuda
 	prefill                          float64
 	maxTries                         int
 }
@@ -23,6 +25,7 @@ func (s *specFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&s.verify, "verify", "prefix", "prefix (the paper's Algorithm 1) or group (one target pass per round, tokens judged independently)")
 	fs.StringVar(&s.acceptance, "acceptance", "paper", "paper (with Sigma) or exact (Sigma = 1, lossless)")
 	fs.StringVar(&s.align, "align", "on", "share noise between draft and target: on or off")
+	fs.StringVar(&s.schedule, "schedule", "auto", "prefix rounds: batched (one target pass over gamma+1 contexts), lazy (depth by depth, same images, fewer rows), or auto (lazy on cpu, batched on cuda)")
 	fs.IntVar(&s.maxTries, "max-resample-tries", 1000, "bound on acceptance-rejection tries per rejected token")
 }
 
@@ -54,8 +57,28 @@ func (s *specFlags) config(opt mar.Options) (arsampler.Config, error) {
 	default:
 		return cfg, fmt.Errorf("align %q unknown (allowed: on, off)", s.align)
 	}
+	if cfg.Schedule, err = s.resolveSchedule(); err != nil {
+		return cfg, err
+	}
 	cfg.MaxResampleTries = s.maxTries
 	return cfg, nil
+}
+
+// resolveSchedule picks the schedule; auto follows the execution provider, because a CPU pays
+// for every context row while a GPU pays mostly for every sequential call.
+func (s *specFlags) resolveSchedule() (arsampler.Schedule, error) {
+	switch s.schedule {
+	case "", "auto":
+		if s.provider == "cuda" {
+			return arsampler.Batched, nil
+		}
+		return arsampler.Lazy, nil
+	}
+	v, err := arsampler.ParseSchedule(s.schedule)
+	if err != nil {
+		return v, fmt.Errorf("%v (or auto)", err)
+	}
+	return v, nil
 }
 
 func (s *specFlags) describe() string {

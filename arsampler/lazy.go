@@ -1,0 +1,120 @@
+package arsampler
+
+import (
+	"time"
+
+	"marspec/align"
+	"marspec/diffusion"
+	"marspec/mar"
+)
+
+// lazyRound runs a prefix round depth by depth. At depth j every image still in the round has
+// its verified context extended by its accepted drafts 0..j-1, which is exactly the context the
+// batched schedule gives draft j and target row j; so the draft proposes token j from the image's
+// current tokens, the target scores the same context, and the image leaves the round at its
+// first rejection, after its bonus token, or after its one target token when gamma is 0.
+func (e *Engine) lazyRound() error {
+	open := append([]*imageState(nil), e.active...)
+	var draftTime, targetTime time.Duration
+	draftSteps, targetPasses := 0, 0
+	for j := 0; len(open) > 0; j++ {
+		var drafting []*imageState
+		for _, st := range open {
+			if j < st.gamma {
+				drafting = append(drafting, st)
+			}
+		}
+		start := time.Now()
+		if len(drafting) > 0 {
+			x0, runs, err := e.nextToken(e.draft, e.denD, drafting, e.noise.Draft)
+			if err != nil {
+				return err
+			}
+			for i, st := range drafting {
+				st.drafts = append(st.drafts, x0[i])
+				st.draftRuns = append(st.draftRuns, runs[i])
+			}
+			e.Stats.DraftForwards++
+			e.Stats.DraftRows += len(drafting)
+			draftSteps++
+		}
+		mid := time.Now()
+		x0, runs, err := e.nextToken(e.target, e.denT, open, e.noise.Target)
+		if err != nil {
+			return err
+		}
+		e.Stats.TargetForwards++
+		e.Stats.TargetRows += len(open)
+		targetPasses++
+		end := time.Now()
+		still := open[:0]
+		for i, st := range open {
+			if e.decideDepth(st, j, x0[i], runs[i]) {
+				still = append(still, st)
+			}
+		}
+		open = still
+		draftTime += mid.Sub(start)
+		targetTime += end.Sub(mid)
+		e.Stats.OtherTime += time.Since(end)
+	}
+	e.Stats.DraftTime += draftTime
+	e.Stats.TargetTime += targetTime
+	// auto gamma's cost model counts one target pass per round; give it the mean pass
+	e.auto.observeCost(draftTime, draftSteps, targetTime/time.Duration(max(targetPasses, 1)))
+	return nil
+}
+
+// decideDepth settles st's token at depth j of a lazy round and reports whether st goes on to
+// depth j+1.
+func (e *Engine) decideDepth(st *imageState, j int, targetX0 []float64, targetRun align.Run) bool {
+	switch {
+	case st.gamma == 0:
+		if st.known < e.prefillN {
+			st.stats.Prefilled++
+		} else {
+			st.stats.TargetOnly++
+		}
+		e.fix(st, targetX0)
+		return false
+	case j == st.gamma: // every draft accepted and a position left: the bonus token
+		st.stats.Bonus++
+		e.fix(st, targetX0)
+		return false
+	}
+	if !e.judge(st, st.draftRuns[j], targetRun, st.drafts[j], targetX0) {
+		return false
+	}
+	return j+1 < st.gamma || st.known < e.L
+}
+
+// nextToken samples, with model m, the next position of each image's order given its current
+// tokens: one transformer pass over the images' contexts, then the diffusion head.
+func (e *Engine) nextToken(m *mar.Model, den *mar.Denoiser, imgs []*imageState,
+	noise func(image, pos int) *diffusion.TokenNoise) ([][]float64, []align.Run, error) {
+	ctx := mar.NewContextBatch(len(imgs), e.L, e.D)
+	for r, st := range imgs {
+		copy(ctx.Tokens[r*e.L*e.D:], st.tokens)
+		copy(ctx.Mask[r*e.L:], st.mask)
+		ctx.ClassIDs[r] = int64(st.job.Class)
+	}
+	z, zu, err := e.condition(m, ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows := make([]mar.DenoiseRow, len(imgs))
+	for r, st := range imgs {
+		pos := st.order[st.known]
+		rows[r] = e.row(m, z, zu, r, pos, st.known, noise(st.job.Index, pos))
+	}
+	x0 := mar.Rows(len(rows), e.D)
+	traces := make([]diffusion.Trace, len(rows))
+	if err := den.Run(rows, x0, traces); err != nil {
+		return nil, nil, err
+	}
+	runs := make([]align.Run, len(rows))
+	for r := range rows {
+		runs[r] = align.Run{Trace: traces[r], Noise: rows[r].Noise}
+	}
+	return x0, runs, nil
+}
