@@ -43,6 +43,9 @@ func runEval(args []string) error {
 	if len(args) > 0 && args[0] == "merge" {
 		return runEvalMerge(args[1:])
 	}
+	if len(args) > 0 && args[0] == "table" {
+		return runEvalTable(args[1:])
+	}
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	rt := addRuntimeFlags(fs)
 	var s evalSettings

@@ -15,6 +15,7 @@ usage:
   marspec fid A B            FID between folders of images or .npz statistics (--stats DIR -o F)
   marspec eval --out RUN     offline scoring run: FID, IS, accuracy, alpha, speedup per configuration
   marspec eval merge --out RUN SHARD...   combine sharded runs
+  marspec eval table [-o F] RUN...        one table from finished runs (mean ± std over seeds)
 `
 
 func main() {
