@@ -6,7 +6,7 @@ import argparse
 import os
 
 import fmnist
-from sample import write_png
+from pngfile import write_png
 
 
 def main():

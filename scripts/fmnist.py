@@ -2,7 +2,6 @@
 import gzip
 
 import numpy as np
-import torch
 
 ROOT = "/usr/share/datasets/fashion-mnist"
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -21,6 +20,8 @@ def load(split="train"):
 
 def tokenize(images_u8):
     """[N,28,28] uint8 -> [N,49,16] float in [-1,1]; token[i*4+j] = pixel[gy*4+i][gx*4+j]."""
+    import torch  # here, so loading images needs only numpy
+
     x = torch.from_numpy(images_u8.astype(np.float32) / 127.5 - 1.0)
     n = x.shape[0]
     x = x.reshape(n, 7, PATCH, 7, PATCH).permute(0, 1, 3, 2, 4)
@@ -28,6 +29,8 @@ def tokenize(images_u8):
 
 
 def untokenize(tokens):
+    import torch
+
     n = tokens.shape[0]
     x = tokens.reshape(n, 7, 7, PATCH, PATCH).permute(0, 1, 3, 2, 4).reshape(n, 28, 28)
     return ((x.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).numpy()

@@ -4,13 +4,12 @@ checkpoint before trusting its loss). One token per AR step, random order.
   /usr/bin/python3 scripts/sample.py --ckpt runs/target/checkpoint-last.pth --out /tmp/grid.png
 """
 import argparse
-import zlib
-import struct
 
 import numpy as np
 import torch
 
 import fmnist
+from pngfile import write_png
 from export import load_model
 from mardiff import Diffusion
 
@@ -60,15 +59,6 @@ def generate(model, classes, steps, cfg, temperature, seed):
         tokens[torch.arange(b), pos] = x0.float()
         mask[torch.arange(b), pos] = 0
     return fmnist.untokenize(tokens)
-
-
-def write_png(path, img):
-    h, w = img.shape
-    raw = b"".join(b"\x00" + img[r].tobytes() for r in range(h))
-    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
 def main():
