@@ -21,12 +21,34 @@ func PredictedSpeedup(alpha, c float64, gamma int) float64 {
 	return tokens / (float64(gamma)*c + 1)
 }
 
+// PredictedSpeedupLazy is the same prediction for the lazy schedule on hardware whose cost grows
+// with context rows (a CPU): a round yields (1 - alpha^(gamma+1)) / (1 - alpha) tokens for as many
+// target rows (one per token) and (1 - alpha^gamma) / (1 - alpha) draft rows, so the speedup is
+// tokens / (c*draftRows + tokens), below 1 for every gamma whenever the draft costs anything.
+func PredictedSpeedupLazy(alpha, c float64, gamma int) float64 {
+	if gamma == 0 {
+		return 1
+	}
+	geometric := func(n int) float64 {
+		if alpha >= 1 {
+			return float64(n)
+		}
+		return (1 - math.Pow(alpha, float64(n))) / (1 - alpha)
+	}
+	tokens := geometric(gamma + 1)
+	return tokens / (c*geometric(gamma) + tokens)
+}
+
 // BestGamma scans 0..maxGamma for the largest predicted speedup (the near-optimal integer rule:
 // speedup grows with gamma while alpha^(gamma+1) >= (1+c*gamma)/(1+c*(gamma+1))).
 func BestGamma(alpha, c float64, maxGamma int) int {
+	return bestGammaBy(PredictedSpeedup, alpha, c, maxGamma)
+}
+
+func bestGammaBy(predict func(alpha, c float64, gamma int) float64, alpha, c float64, maxGamma int) int {
 	best, bestS := 0, 1.0
 	for g := 1; g <= maxGamma; g++ {
-		if s := PredictedSpeedup(alpha, c, g); s > bestS+1e-12 {
+		if s := predict(alpha, c, g); s > bestS+1e-12 {
 			best, bestS = g, s
 		}
 	}
@@ -38,6 +60,7 @@ func BestGamma(alpha, c float64, maxGamma int) int {
 // estimates stay current.
 type autoGamma struct {
 	enabled           bool
+	lazy              bool // costs are per row (lazy schedule), not per pass
 	fixed, maxGamma   int
 	accepted, drafted int
 	draftStep, target float64 // seconds, exponential moving averages
@@ -48,7 +71,8 @@ type autoGamma struct {
 const probeEvery = 4
 
 func newAutoGamma(cfg Config) autoGamma {
-	return autoGamma{enabled: cfg.AutoGamma, fixed: cfg.Gamma, maxGamma: cfg.GammaMax}
+	return autoGamma{enabled: cfg.AutoGamma, lazy: cfg.Schedule == Lazy && cfg.Verify == Prefix,
+		fixed: cfg.Gamma, maxGamma: cfg.GammaMax}
 }
 
 // Alpha is the running acceptance estimate, (accepted+1)/(drafted+2).
@@ -56,7 +80,8 @@ func (a *autoGamma) Alpha() float64 {
 	return float64(a.accepted+1) / float64(a.drafted+2)
 }
 
-// C is the measured cost of a draft AR step relative to a target pass (0.5 before measuring).
+// C is the measured cost of a draft AR step relative to a target pass (0.5 before measuring);
+// under the lazy schedule, of a draft row relative to a target row.
 func (a *autoGamma) C() float64 {
 	if a.target == 0 || a.draftStep == 0 {
 		return 0.5
@@ -70,7 +95,11 @@ func (a *autoGamma) next(cfg Config) int {
 		a.last = a.fixed
 		return a.last
 	}
-	g := BestGamma(a.Alpha(), a.C(), a.maxGamma)
+	predict := PredictedSpeedup
+	if a.lazy {
+		predict = PredictedSpeedupLazy
+	}
+	g := bestGammaBy(predict, a.Alpha(), a.C(), a.maxGamma)
 	if a.draftStep == 0 {
 		g = max(g, 1) // measure the draft at least once
 	}

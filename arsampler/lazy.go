@@ -16,7 +16,7 @@ import (
 func (e *Engine) lazyRound() error {
 	open := append([]*imageState(nil), e.active...)
 	var draftTime, targetTime time.Duration
-	draftSteps, targetPasses := 0, 0
+	draftRows, targetRows := 0, 0
 	for j := 0; len(open) > 0; j++ {
 		var drafting []*imageState
 		for _, st := range open {
@@ -36,7 +36,7 @@ func (e *Engine) lazyRound() error {
 			}
 			e.Stats.DraftForwards++
 			e.Stats.DraftRows += len(drafting)
-			draftSteps++
+			draftRows += len(drafting)
 		}
 		mid := time.Now()
 		x0, runs, err := e.nextToken(e.target, e.denT, open, e.noise.Target)
@@ -45,7 +45,7 @@ func (e *Engine) lazyRound() error {
 		}
 		e.Stats.TargetForwards++
 		e.Stats.TargetRows += len(open)
-		targetPasses++
+		targetRows += len(open)
 		end := time.Now()
 		still := open[:0]
 		for i, st := range open {
@@ -60,8 +60,8 @@ func (e *Engine) lazyRound() error {
 	}
 	e.Stats.DraftTime += draftTime
 	e.Stats.TargetTime += targetTime
-	// auto gamma's cost model counts one target pass per round; give it the mean pass
-	e.auto.observeCost(draftTime, draftSteps, targetTime/time.Duration(max(targetPasses, 1)))
+	// the lazy cost model is per row: time per draft row against time per target row
+	e.auto.observeCost(draftTime, draftRows, targetTime/time.Duration(max(targetRows, 1)))
 	return nil
 }
 

@@ -61,3 +61,28 @@ func TestParseSchedule(t *testing.T) {
 		t.Fatal("eager accepted")
 	}
 }
+
+// Lazy speedup: one target row per token plus c per draft row. Checked against the formula's
+// two limits (a free draft gives 1; alpha 0 gives 1/(1+c)) and a hand value.
+func TestPredictedSpeedupLazy(t *testing.T) {
+	if s := PredictedSpeedupLazy(0.5, 0, 8); s != 1 {
+		t.Fatalf("free draft: %v", s)
+	}
+	if s := PredictedSpeedupLazy(0, 0.25, 8); s != 1/1.25 {
+		t.Fatalf("alpha 0: %v, want 0.8", s)
+	}
+	// alpha 0.5, gamma 2: tokens 1.75, draft rows 1.5, c 0.2 -> 1.75 / 2.05
+	if s := PredictedSpeedupLazy(0.5, 0.2, 2); abs(s-1.75/2.05) > 1e-12 {
+		t.Fatalf("alpha 0.5 gamma 2: %v", s)
+	}
+	if g := bestGammaBy(PredictedSpeedupLazy, 0.9, 0.01, 32); g != 0 {
+		t.Fatalf("lazy speculation never pays on a per-row cost model; auto chose %d", g)
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

@@ -15,6 +15,7 @@ import (
 // measured side by side in one run, over a grid of settings; then the alignment ablation.
 type specBench struct {
 	gammas, prefills, verifies, acceptances, batches string
+	schedules                                        string
 	imagesMin, ablationGamma                         int
 }
 
@@ -23,6 +24,7 @@ func (b *specBench) add(fs *flag.FlagSet) {
 	fs.StringVar(&b.prefills, "prefills", "0,0.05,0.15", "spec: prefill ratios")
 	fs.StringVar(&b.verifies, "verifies", "prefix,group", "spec: verification strategies")
 	fs.StringVar(&b.acceptances, "acceptances", "paper,exact", "spec: acceptance criteria")
+	fs.StringVar(&b.schedules, "schedules", "batched,lazy", "spec: schedules of prefix rounds (group rounds are always one pass)")
 	fs.StringVar(&b.batches, "batches", "1,8,32", "spec: batch sizes (images per run = max(batch, --spec-images))")
 	fs.IntVar(&b.imagesMin, "spec-images", 4, "spec: at least this many images per configuration")
 	fs.IntVar(&b.ablationGamma, "ablation-gamma", 8, "spec: gamma of the alignment ablation (paper: 32)")
@@ -76,29 +78,40 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 		fmt.Printf("| %d | %.4f | %.4f | %.3f |\n", bs, targetSec[bs], draftSec[bs], draftSec[bs]/targetSec[bs])
 	}
 	fmt.Println()
-	fmt.Println("| gamma | prefill | verify | acceptance | batch | alpha | mean gamma | tokens/target pass | s/image | measured speedup | predicted speedup |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| gamma | prefill | verify | schedule | acceptance | batch | alpha | mean gamma | target rows/token | s/image | measured speedup | predicted speedup |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, g := range splitList(b.gammas) {
 		for _, pf := range splitList(b.prefills) {
 			for _, v := range splitList(b.verifies) {
-				for _, a := range splitList(b.acceptances) {
-					for _, bs := range batches {
-						sf := specFlags{gamma: g, verify: v, acceptance: a, align: "on", maxTries: 1000}
-						var err error
-						if sf.prefill, err = strconv.ParseFloat(pf, 64); err != nil {
-							return fmt.Errorf("prefill %q is not a number", pf)
+				schedules := splitList(b.schedules)
+				if v != "prefix" {
+					schedules = []string{"batched"}
+				}
+				for _, sch := range schedules {
+					for _, a := range splitList(b.acceptances) {
+						for _, bs := range batches {
+							sf := specFlags{gamma: g, verify: v, acceptance: a, align: "on", schedule: sch, maxTries: 1000}
+							var err error
+							if sf.prefill, err = strconv.ParseFloat(pf, 64); err != nil {
+								return fmt.Errorf("prefill %q is not a number", pf)
+							}
+							n := max(bs, b.imagesMin)
+							sum, err := runSpecOnce(target, draft, sf, base, classesFor(n), bs)
+							if err != nil {
+								return err
+							}
+							perImage := sum.Seconds / float64(n)
+							c := draftSec[bs] / targetSec[bs]
+							gammaForPrediction := int(sum.MeanGamma + 0.5)
+							predict := arsampler.PredictedSpeedup
+							if v == "prefix" && sch == "lazy" {
+								predict = arsampler.PredictedSpeedupLazy
+							}
+							tokens := n * target.Manifest.SeqLen()
+							fmt.Printf("| %s | %s | %s | %s | %s | %d | %.3f | %.2f | %.2f | %.4f | %.2fx | %.2fx |\n",
+								g, pf, v, sch, a, bs, sum.Alpha, sum.MeanGamma, float64(sum.TargetRows)/float64(tokens), perImage,
+								targetSec[bs]/perImage, predict(sum.Alpha, c, gammaForPrediction))
 						}
-						n := max(bs, b.imagesMin)
-						sum, err := runSpecOnce(target, draft, sf, base, classesFor(n), bs)
-						if err != nil {
-							return err
-						}
-						perImage := sum.Seconds / float64(n)
-						c := draftSec[bs] / targetSec[bs]
-						gammaForPrediction := int(sum.MeanGamma + 0.5)
-						fmt.Printf("| %s | %s | %s | %s | %d | %.3f | %.2f | %.2f | %.4f | %.2fx | %.2fx |\n",
-							g, pf, v, a, bs, sum.Alpha, sum.MeanGamma, sum.TokensPerTarget, perImage,
-							targetSec[bs]/perImage, arsampler.PredictedSpeedup(sum.Alpha, c, gammaForPrediction))
 					}
 				}
 			}
@@ -110,7 +123,7 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 	fmt.Println("|---|---|---|---|")
 	for _, a := range []string{"paper", "exact"} {
 		for _, al := range []string{"off", "on"} {
-			sf := specFlags{gamma: strconv.Itoa(b.ablationGamma), prefill: 0.05, verify: "prefix", acceptance: a, align: al, maxTries: 1000}
+			sf := specFlags{gamma: strconv.Itoa(b.ablationGamma), prefill: 0.05, verify: "prefix", acceptance: a, align: al, schedule: "lazy", maxTries: 1000}
 			bs := batches[len(batches)-1]
 			sum, err := runSpecOnce(target, draft, sf, base, classesFor(max(bs, b.imagesMin)), bs)
 			if err != nil {

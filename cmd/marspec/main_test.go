@@ -105,6 +105,7 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 		{"bad gamma", nil, []string{"generate", "--gamma", "many", "--out", out}, `gamma "many" is not a number`},
 		{"gamma zero", nil, []string{"generate", "--gamma", "0", "--out", out}, "gamma 0 out of range"},
 		{"bad verify", nil, []string{"generate", "--verify", "all", "--out", out}, `verify "all" unknown`},
+		{"bad schedule", nil, []string{"generate", "--schedule", "eager", "--out", out}, `schedule "eager" unknown (allowed: auto, batched, lazy)`},
 		{"bad prefill", nil, []string{"generate", "--prefill", "1.5", "--out", out}, "prefill 1.5 out of range"},
 		{"bad mode", nil, []string{"generate", "--mode", "fast", "--out", out}, `mode "fast" unknown`},
 	}
@@ -161,5 +162,35 @@ func TestSpecJSONAndIdenticalDraft(t *testing.T) {
 	}
 	if stats["alpha"] != 1.0 || stats["drafted"].(float64) == 0 {
 		t.Fatalf("identical draft: alpha %v over %v drafts, want 1", stats["alpha"], stats["drafted"])
+	}
+}
+
+// bench --spec lays out prefix rounds both ways: the lazy schedule reads one target row per
+// token and, making the same images, reports the same alpha as the batched one.
+func TestBenchSpecComparesSchedules(t *testing.T) {
+	out, stderr, code := marspec(t, nil, "bench", "--spec", "--steps", "5", "--gammas", "3", "--prefills", "0.05",
+		"--verifies", "prefix", "--acceptances", "exact", "--batches", "2", "--spec-images", "4", "--ablation-gamma", "2")
+	if code != 0 {
+		t.Fatalf("bench --spec: %s", stderr)
+	}
+	cells := map[string][]string{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, "|")
+		if len(f) == 14 && strings.TrimSpace(f[3]) == "prefix" {
+			for i := range f {
+				f[i] = strings.TrimSpace(f[i])
+			}
+			cells[f[4]] = f
+		}
+	}
+	b, l := cells["batched"], cells["lazy"]
+	if b == nil || l == nil {
+		t.Fatalf("want a batched and a lazy prefix row:\n%s", out)
+	}
+	if l[9] != "1.00" || b[9] == "1.00" {
+		t.Errorf("target rows per token: lazy %s (want 1.00), batched %s (want more)", l[9], b[9])
+	}
+	if l[7] != b[7] {
+		t.Errorf("alpha differs between schedules: batched %s, lazy %s", b[7], l[7])
 	}
 }

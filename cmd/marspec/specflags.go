@@ -76,7 +76,7 @@ func (s *specFlags) resolveSchedule() (arsampler.Schedule, error) {
 	}
 	v, err := arsampler.ParseSchedule(s.schedule)
 	if err != nil {
-		return v, fmt.Errorf("%v (or auto)", err)
+		return v, fmt.Errorf("schedule %q unknown (allowed: auto, batched, lazy)", s.schedule)
 	}
 	return v, nil
 }
