@@ -51,12 +51,19 @@ func Frechet(mu1 []float64, sigma1 mat.Symmetric, mu2 []float64, sigma2 mat.Symm
 		}
 		traceSqrt += math.Sqrt(math.Max(v, 0))
 	}
-	dist := 0.0
+	dist, traces := 0.0, 0.0
 	for i := 0; i < d; i++ {
 		diff := mu1[i] - mu2[i]
-		dist += diff*diff + sigma1.At(i, i) + sigma2.At(i, i)
+		dist += diff * diff
+		traces += sigma1.At(i, i) + sigma2.At(i, i)
 	}
-	return dist - 2*traceSqrt, nil
+	fid := dist + traces - 2*traceSqrt
+	// identical statistics land a rounding error (~1e-8 of the traces, from the eigen
+	// decomposition) below zero; a distance is never negative, and 1e-6 is our stated accuracy
+	if fid < 0 && fid > -1e-6*math.Max(traces, 1) {
+		fid = 0
+	}
+	return fid, nil
 }
 
 func eigenvalues(s mat.Symmetric) ([]float64, error) {

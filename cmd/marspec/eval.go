@@ -405,6 +405,10 @@ func scoreConfig(g chunkGenerator, chs []*fid.Chunk, dim int, ref *fid.Stats) (c
 	if err != nil {
 		return row, err
 	}
+	// the configuration's feature statistics, for FID against other runs (marspec fid A B)
+	if err := fid.WriteStats(filepath.Join(g.dir, g.name+"-stats.npz"), acc); err != nil {
+		return row, err
+	}
 	sigma, err := acc.Covariance()
 	if err != nil {
 		return row, err

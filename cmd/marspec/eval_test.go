@@ -77,7 +77,12 @@ func TestEvalResumeAndShards(t *testing.T) {
 			t.Fatalf("merged shards differ from the single run: %+v vs %+v", b, a)
 		}
 	}
-	_, stderr, code := marspec(t, nil, "eval", "--out", whole, "--n", "30", "--configs", "draft")
+	// each configuration's statistics are written, and a merged run's equal the single run's
+	out, stderr, code := marspec(t, nil, "fid", filepath.Join(whole, "draft-stats.npz"), filepath.Join(merged, "draft-stats.npz"))
+	if code != 0 || !strings.HasPrefix(out, "FID 0.0000") {
+		t.Fatalf("FID between the single and merged run's draft statistics: %q %s", out, stderr)
+	}
+	_, stderr, code = marspec(t, nil, "eval", "--out", whole, "--n", "30", "--configs", "draft")
 	if code == 0 || !strings.Contains(stderr, "holds a run with other settings") {
 		t.Fatalf("other settings accepted: %s", stderr)
 	}
