@@ -74,6 +74,18 @@ func (s Schedule) String() string {
 	return "batched"
 }
 
+// runsLazy reports whether rounds take the lazy path: only prefix rounds have depths to skip.
+func (c Config) runsLazy() bool { return c.Verify == Prefix && c.Schedule == Lazy }
+
+// PredictedSpeedup is the expected speedup over the target alone under this configuration's
+// cost model: PredictedSpeedupLazy for lazy prefix rounds, the paper's formula otherwise.
+func (c Config) PredictedSpeedup(alpha, cost float64, gamma int) float64 {
+	if c.runsLazy() {
+		return PredictedSpeedupLazy(alpha, cost, gamma)
+	}
+	return PredictedSpeedup(alpha, cost, gamma)
+}
+
 // Config is everything that decides how a speculative run samples.
 type Config struct {
 	Sampling   mar.Options // seed, CFG, temperature, diffusion steps (one token per AR step)

@@ -127,7 +127,7 @@ func (e *Engine) Round() ([]Result, error) {
 		}
 		st.drafts, st.draftRuns = st.drafts[:0], st.draftRuns[:0]
 	}
-	if e.cfg.Verify == Prefix && e.cfg.Schedule == Lazy {
+	if e.cfg.runsLazy() {
 		if err := e.lazyRound(); err != nil {
 			return nil, err
 		}

@@ -60,7 +60,7 @@ func bestGammaBy(predict func(alpha, c float64, gamma int) float64, alpha, c flo
 // estimates stay current.
 type autoGamma struct {
 	enabled           bool
-	lazy              bool // costs are per row (lazy schedule), not per pass
+	predict           func(alpha, c float64, gamma int) float64 // the schedule's cost model
 	fixed, maxGamma   int
 	accepted, drafted int
 	draftStep, target float64 // seconds, exponential moving averages
@@ -71,8 +71,7 @@ type autoGamma struct {
 const probeEvery = 4
 
 func newAutoGamma(cfg Config) autoGamma {
-	return autoGamma{enabled: cfg.AutoGamma, lazy: cfg.Schedule == Lazy && cfg.Verify == Prefix,
-		fixed: cfg.Gamma, maxGamma: cfg.GammaMax}
+	return autoGamma{enabled: cfg.AutoGamma, predict: cfg.PredictedSpeedup, fixed: cfg.Gamma, maxGamma: cfg.GammaMax}
 }
 
 // Alpha is the running acceptance estimate, (accepted+1)/(drafted+2).
@@ -95,11 +94,7 @@ func (a *autoGamma) next(cfg Config) int {
 		a.last = a.fixed
 		return a.last
 	}
-	predict := PredictedSpeedup
-	if a.lazy {
-		predict = PredictedSpeedupLazy
-	}
-	g := bestGammaBy(predict, a.Alpha(), a.C(), a.maxGamma)
+	g := bestGammaBy(a.predict, a.Alpha(), a.C(), a.maxGamma)
 	if a.draftStep == 0 {
 		g = max(g, 1) // measure the draft at least once
 	}

@@ -86,3 +86,17 @@ func abs(x float64) float64 {
 	}
 	return x
 }
+
+// Only prefix rounds can be lazy: a group configuration keeps the paper's cost model whatever
+// its schedule says.
+func TestConfigSpeedupModel(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Schedule = Lazy
+	if got, want := cfg.PredictedSpeedup(0.5, 0.2, 4), PredictedSpeedupLazy(0.5, 0.2, 4); got != want {
+		t.Fatalf("lazy prefix: %v, want %v", got, want)
+	}
+	cfg.Verify = Group
+	if got, want := cfg.PredictedSpeedup(0.5, 0.2, 4), PredictedSpeedup(0.5, 0.2, 4); got != want {
+		t.Fatalf("lazy group: %v, want the paper's %v", got, want)
+	}
+}

@@ -96,21 +96,17 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 								return fmt.Errorf("prefill %q is not a number", pf)
 							}
 							n := max(bs, b.imagesMin)
-							sum, err := runSpecOnce(target, draft, sf, base, classesFor(n), bs)
+							sum, cfg, err := runSpecOnce(target, draft, sf, base, classesFor(n), bs)
 							if err != nil {
 								return err
 							}
 							perImage := sum.Seconds / float64(n)
 							c := draftSec[bs] / targetSec[bs]
 							gammaForPrediction := int(sum.MeanGamma + 0.5)
-							predict := arsampler.PredictedSpeedup
-							if v == "prefix" && sch == "lazy" {
-								predict = arsampler.PredictedSpeedupLazy
-							}
 							tokens := n * target.Manifest.SeqLen()
 							fmt.Printf("| %s | %s | %s | %s | %s | %d | %.3f | %.2f | %.2f | %.4f | %.2fx | %.2fx |\n",
 								g, pf, v, sch, a, bs, sum.Alpha, sum.MeanGamma, float64(sum.TargetRows)/float64(tokens), perImage,
-								targetSec[bs]/perImage, predict(sum.Alpha, c, gammaForPrediction))
+								targetSec[bs]/perImage, cfg.PredictedSpeedup(sum.Alpha, c, gammaForPrediction))
 						}
 					}
 				}
@@ -125,7 +121,7 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 		for _, al := range []string{"off", "on"} {
 			sf := specFlags{gamma: strconv.Itoa(b.ablationGamma), prefill: 0.05, verify: "prefix", acceptance: a, align: al, schedule: "lazy", maxTries: 1000}
 			bs := batches[len(batches)-1]
-			sum, err := runSpecOnce(target, draft, sf, base, classesFor(max(bs, b.imagesMin)), bs)
+			sum, _, err := runSpecOnce(target, draft, sf, base, classesFor(max(bs, b.imagesMin)), bs)
 			if err != nil {
 				return err
 			}
@@ -135,11 +131,13 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 	return nil
 }
 
-func runSpecOnce(target, draft *mar.Model, sf specFlags, opt mar.Options, classes []int, batch int) (arsampler.Summary, error) {
+// runSpecOnce runs one speculative configuration and returns its summary and the configuration
+// it resolved to (whose cost model predicts the row's speedup).
+func runSpecOnce(target, draft *mar.Model, sf specFlags, opt mar.Options, classes []int, batch int) (arsampler.Summary, arsampler.Config, error) {
 	cfg, err := sf.config(opt)
 	if err != nil {
-		return arsampler.Summary{}, err
+		return arsampler.Summary{}, cfg, err
 	}
 	_, sum, err := arsampler.Generate(target, draft, cfg, classes, 0, batch)
-	return sum, err
+	return sum, cfg, err
 }
