@@ -2,6 +2,7 @@ package mar
 
 import (
 	"fmt"
+	"math"
 
 	"marspec/diffusion"
 )
@@ -22,8 +23,12 @@ type Options struct {
 	Temperature float64
 	NumIter     int // AR steps; 0 or L = one token per step (the paper's setting)
 	Steps       int // diffusion sampling steps; 0 = the manifest's
-	Batch       int // images per transformer batch; 0 = all
-	FirstIndex  int // index of the request's first image (an image's randomness depends on its index)
+	// StepsLate anneals the diffusion steps over generation (as DiSA does): the first AR step
+	// uses Steps, the last StepsLate, linear in between. Late tokens have narrow conditionals
+	// (most of the image is known), so they need fewer steps. 0 = no annealing.
+	StepsLate  int
+	Batch      int // images per transformer batch; 0 = all
+	FirstIndex int // index of the request's first image (an image's randomness depends on its index)
 	// FinalStepNoise gives the last diffusion step its variance (MAR adds none). Speculative
 	// decoding needs a Gaussian last step; a target-only baseline compared with it must match.
 	FinalStepNoise bool
@@ -72,6 +77,9 @@ func (m *Model) Validate(opt *Options) error {
 	if opt.Steps < 1 || opt.Steps > tsteps {
 		return fmt.Errorf("steps %d out of range (allowed: 1 to %d)", opt.Steps, tsteps)
 	}
+	if opt.StepsLate < 0 || opt.StepsLate > opt.Steps {
+		return fmt.Errorf("steps-late %d out of range (allowed: 0 = no annealing, or 1 to steps = %d)", opt.StepsLate, opt.Steps)
+	}
 	if opt.Batch < 0 {
 		return fmt.Errorf("batch %d must be positive", opt.Batch)
 	}
@@ -107,6 +115,15 @@ func CFGScale(opt Options, known, seqLen int) float64 {
 	return diffusion.LinearCFGScale(opt.CFG, known, seqLen)
 }
 
+// StepsAt is the number of diffusion steps of AR step k of numIter under opt's annealing.
+func StepsAt(opt Options, k, numIter int) int {
+	if opt.StepsLate == 0 || opt.StepsLate == opt.Steps || numIter < 2 {
+		return opt.Steps
+	}
+	frac := float64(k) / float64(numIter-1)
+	return int(math.Round(float64(opt.Steps) + frac*float64(opt.StepsLate-opt.Steps)))
+}
+
 // Generate samples one image per entry of classes with the model alone (no speculation).
 // Image i depends only on (opt, i, classes[i]): the batch size does not change it.
 func (m *Model) Generate(classes []int, opt Options) ([]Image, error) {
@@ -116,10 +133,7 @@ func (m *Model) Generate(classes []int, opt Options) ([]Image, error) {
 	if err := m.CheckClasses(classes); err != nil {
 		return nil, err
 	}
-	den, err := m.NewDenoiser(opt, opt.FinalStepNoise)
-	if err != nil {
-		return nil, err
-	}
+	dens := denoisers{model: m, opt: opt}
 	batch := opt.Batch
 	if batch == 0 || batch > len(classes) {
 		batch = len(classes)
@@ -127,7 +141,7 @@ func (m *Model) Generate(classes []int, opt Options) ([]Image, error) {
 	images := make([]Image, 0, len(classes))
 	for start := 0; start < len(classes); start += batch {
 		end := min(start+batch, len(classes))
-		got, err := m.generateBatch(classes[start:end], opt.FirstIndex+start, opt, den)
+		got, err := m.generateBatch(classes[start:end], opt.FirstIndex+start, opt, &dens)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +150,31 @@ func (m *Model) Generate(classes []int, opt Options) ([]Image, error) {
 	return images, nil
 }
 
-func (m *Model) generateBatch(classes []int, first int, opt Options, den *Denoiser) ([]Image, error) {
+// denoisers holds one Denoiser per step count, built on first use (annealing needs several).
+type denoisers struct {
+	model   *Model
+	opt     Options
+	bySteps map[int]*Denoiser
+}
+
+func (d *denoisers) get(steps int) (*Denoiser, error) {
+	if den, ok := d.bySteps[steps]; ok {
+		return den, nil
+	}
+	opt := d.opt
+	opt.Steps = steps
+	den, err := d.model.NewDenoiser(opt, opt.FinalStepNoise)
+	if err != nil {
+		return nil, err
+	}
+	if d.bySteps == nil {
+		d.bySteps = map[int]*Denoiser{}
+	}
+	d.bySteps[steps] = den
+	return den, nil
+}
+
+func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoisers) ([]Image, error) {
 	b := len(classes)
 	L, D, W := m.Manifest.SeqLen(), m.Manifest.TokenDim, m.Manifest.Width
 	guided := opt.CFG != 1
@@ -152,8 +190,14 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, den *Denois
 		zu = make([]float32, b*L*W)
 	}
 	known := 0
-	for _, size := range StepSizes(L, opt.NumIter) {
+	sizes := StepSizes(L, opt.NumIter)
+	for k, size := range sizes {
 		if err := ctx.Condition(m.Transformer, z, zu); err != nil {
+			return nil, err
+		}
+		steps := StepsAt(opt, k, len(sizes))
+		den, err := dens.get(steps)
+		if err != nil {
 			return nil, err
 		}
 		scale := CFGScale(opt, known+size, L)
@@ -162,7 +206,7 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, den *Denois
 		for i := 0; i < b; i++ {
 			for _, pos := range orders[i][known : known+size] {
 				row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale,
-					Noise: diffusion.NewTokenNoise(opt.Seed, first+i, pos, opt.Steps, D)}
+					Noise: diffusion.NewTokenNoise(opt.Seed, first+i, pos, steps, D)}
 				if guided {
 					row.ZUncond = zu[(i*L+pos)*W : (i*L+pos+1)*W]
 				}
