@@ -1,0 +1,231 @@
+package mar
+
+import (
+	"fmt"
+	"sort"
+
+	"marspec/diffusion"
+)
+
+// StepJob is one image for a Stepper: its owner (a request id), its index and class, and its
+// own sampling options. Options.Batch and Options.FirstIndex are ignored: Index is the image's
+// index, which with Options.Seed fixes its order and noise.
+type StepJob struct {
+	Request string
+	Index   int
+	Class   int
+	Options Options
+}
+
+// StepResult is a finished image and the request it belongs to.
+type StepResult struct {
+	Request string
+	Image   Image
+}
+
+// Stepper runs target-only (or draft-only) generation over a changing set of images: between
+// AR steps images join (Add) and leave (finished, or Remove), and every image keeps its own
+// place in its own step schedule. All active images share one transformer pass per step (rows
+// that know different numbers of tokens batch together, as the attention mask allows); the
+// diffusion head runs once per group of rows that share a denoiser (steps, temperature,
+// final-step noise; with annealing, the steps of the image's AR step) and guidance on/off. An image's tokens depend only on its StepJob, so
+// it is bit-identical to Model.Generate of the same (seed, index, class, options), whatever
+// ran beside it. Not safe for concurrent use: one goroutine calls Add, Remove and Step.
+type Stepper struct {
+	model   *Model
+	L, D, W int
+	active  []*stepImage
+	dens    map[denoiserKey]*Denoiser
+	// Forwards and Rows count transformer passes (the unguided and guided halves as one) and
+	// the rows they carried: Rows/Forwards is the mean batch size.
+	Forwards, Rows int
+}
+
+type stepImage struct {
+	job         StepJob
+	order       []int
+	sizes       []int
+	step, known int
+	tokens      []float32 // [L*D]
+	mask        []float32 // [L], 1 = unknown
+}
+
+type denoiserKey struct {
+	steps       int
+	temperature float64
+	finalNoise  bool
+	guided      bool
+}
+
+// NewStepper prepares a stepper for model m.
+func NewStepper(m *Model) *Stepper {
+	man := m.Manifest
+	return &Stepper{model: m, L: man.SeqLen(), D: man.TokenDim, W: man.Width, dens: map[denoiserKey]*Denoiser{}}
+}
+
+// Add lets an image join; it takes part from the next Step on. Its options are validated
+// (and defaults filled) as Model.Generate would.
+func (s *Stepper) Add(j StepJob) error {
+	if err := s.model.Validate(&j.Options); err != nil {
+		return err
+	}
+	if err := s.model.CheckClasses([]int{j.Class}); err != nil {
+		return err
+	}
+	if j.Index < 0 {
+		return fmt.Errorf("image index %d must not be negative", j.Index)
+	}
+	im := &stepImage{job: j, order: OrderFor(j.Options.Seed, j.Index, s.L), sizes: StepSizes(s.L, j.Options.NumIter),
+		tokens: make([]float32, s.L*s.D), mask: make([]float32, s.L)}
+	for i := range im.mask {
+		im.mask[i] = 1
+	}
+	s.active = append(s.active, im)
+	return nil
+}
+
+// Remove drops the unfinished images of request and reports how many there were.
+func (s *Stepper) Remove(request string) int {
+	keep := s.active[:0]
+	for _, im := range s.active {
+		if im.job.Request != request {
+			keep = append(keep, im)
+		}
+	}
+	n := len(s.active) - len(keep)
+	clear(s.active[len(keep):])
+	s.active = keep
+	return n
+}
+
+// Active is the number of unfinished images.
+func (s *Stepper) Active() int { return len(s.active) }
+
+// Known adds up, per request, the tokens its unfinished images know (for progress reports).
+func (s *Stepper) Known() map[string]int {
+	out := map[string]int{}
+	for _, im := range s.active {
+		out[im.job.Request] += im.known
+	}
+	return out
+}
+
+type stepRow struct {
+	img *stepImage
+	pos int
+}
+
+// Step runs one AR step of every active image and returns those that finished.
+func (s *Stepper) Step() ([]StepResult, error) {
+	b := len(s.active)
+	if b == 0 {
+		return nil, nil
+	}
+	L, D, W := s.L, s.D, s.W
+	ctx := NewContextBatch(b, L, D)
+	guided := false
+	for i, im := range s.active {
+		copy(ctx.Tokens[i*L*D:], im.tokens)
+		copy(ctx.Mask[i*L:], im.mask)
+		ctx.ClassIDs[i] = int64(im.job.Class)
+		guided = guided || im.job.Options.CFG != 1
+	}
+	z := make([]float32, b*L*W)
+	var zu []float32
+	if guided {
+		zu = make([]float32, b*L*W)
+	}
+	if err := ctx.Condition(s.model.Transformer, z, zu); err != nil {
+		return nil, err
+	}
+	s.Forwards++
+	s.Rows += b
+
+	groups := map[denoiserKey][]DenoiseRow{}
+	where := map[denoiserKey][]stepRow{}
+	for i, im := range s.active {
+		opt := im.job.Options
+		size := im.sizes[im.step]
+		steps := StepsAt(opt, im.step, len(im.sizes))
+		key := denoiserKey{steps: steps, temperature: opt.Temperature, finalNoise: opt.FinalStepNoise, guided: opt.CFG != 1}
+		scale := CFGScale(opt, im.known+size, L)
+		for _, pos := range im.order[im.known : im.known+size] {
+			row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale,
+				Noise: diffusion.NewTokenNoise(opt.Seed, im.job.Index, pos, steps, D)}
+			if key.guided {
+				row.ZUncond = zu[(i*L+pos)*W : (i*L+pos+1)*W]
+			}
+			groups[key] = append(groups[key], row)
+			where[key] = append(where[key], stepRow{im, pos})
+		}
+	}
+	for _, key := range sortedKeys(groups) {
+		den, err := s.denoiser(key)
+		if err != nil {
+			return nil, err
+		}
+		rows := groups[key]
+		x0 := Rows(len(rows), D)
+		if err := den.Run(rows, x0, nil); err != nil {
+			return nil, err
+		}
+		for r, w := range where[key] {
+			dst := w.img.tokens[w.pos*D : (w.pos+1)*D]
+			for j := range dst {
+				dst[j] = float32(x0[r][j])
+			}
+			w.img.mask[w.pos] = 0
+		}
+	}
+
+	var done []StepResult
+	keep := s.active[:0]
+	for _, im := range s.active {
+		im.known += im.sizes[im.step]
+		im.step++
+		if im.step < len(im.sizes) {
+			keep = append(keep, im)
+			continue
+		}
+		done = append(done, StepResult{Request: im.job.Request, Image: Image{Index: im.job.Index, Class: im.job.Class,
+			Tokens: im.tokens, Pixels: s.model.Tokenizer.Decode(im.tokens)}})
+	}
+	clear(s.active[len(keep):])
+	s.active = keep
+	return done, nil
+}
+
+func (s *Stepper) denoiser(k denoiserKey) (*Denoiser, error) {
+	if d, ok := s.dens[k]; ok {
+		return d, nil
+	}
+	d, err := s.model.NewDenoiser(Options{Steps: k.steps, Temperature: k.temperature}, k.finalNoise)
+	if err != nil {
+		return nil, err
+	}
+	s.dens[k] = d
+	return d, nil
+}
+
+// sortedKeys gives the head calls a fixed order (map order is random; results do not depend on
+// it, but timings and debugging are easier to follow).
+func sortedKeys(m map[denoiserKey][]DenoiseRow) []denoiserKey {
+	keys := make([]denoiserKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool {
+		x, y := keys[a], keys[b]
+		if x.steps != y.steps {
+			return x.steps < y.steps
+		}
+		if x.temperature != y.temperature {
+			return x.temperature < y.temperature
+		}
+		if x.finalNoise != y.finalNoise {
+			return !x.finalNoise
+		}
+		return !x.guided && y.guided
+	})
+	return keys
+}
