@@ -1,0 +1,237 @@
+// Package api is the wire format of the marspec service (JSON over HTTP) and a typed Go client
+// for it. It depends on the standard library only, so clients need none of the model runtime.
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// GenerateRequest asks for images. Pointer fields are optional: nil means "the default",
+// so an explicit 0 (temperature 0, cfg 0, max_resample_tries 0) is an error, not a default.
+type GenerateRequest struct {
+	Class  Classes `json:"class"`            // id, name, slug, "all", or a list of those
+	N      int     `json:"n,omitempty"`      // images per class; default 1
+	Seed   *uint64 `json:"seed,omitempty"`   // default: picked by the server, always returned
+	Mode   string  `json:"mode,omitempty"`   // target, draft or spec (default spec)
+	Preset string  `json:"preset,omitempty"` // fast, balanced or exact
+
+	CFG            *float64 `json:"cfg,omitempty"`
+	CFGSchedule    string   `json:"cfg_schedule,omitempty"`
+	Temperature    *float64 `json:"temperature,omitempty"`
+	NumIter        *int     `json:"num_iter,omitempty"`
+	Steps          *int     `json:"steps,omitempty"`
+	FinalStepNoise *bool    `json:"final_step_noise,omitempty"`
+
+	// speculative decoding (mode spec)
+	Gamma            Gamma    `json:"gamma,omitempty"`
+	Prefill          *float64 `json:"prefill,omitempty"`
+	Verify           string   `json:"verify,omitempty"`
+	Acceptance       string   `json:"acceptance,omitempty"`
+	Align            *bool    `json:"align,omitempty"`
+	Schedule         string   `json:"schedule,omitempty"`
+	MaxResampleTries *int     `json:"max_resample_tries,omitempty"`
+}
+
+// Classes is a list of class ids or names; JSON may give one string, one number or a list.
+type Classes []string
+
+// UnmarshalJSON accepts "sneaker", 7, or ["sneaker", 3].
+func (c *Classes) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '[' {
+		var items []json.RawMessage
+		if err := json.Unmarshal(data, &items); err != nil {
+			return err
+		}
+		out := make(Classes, 0, len(items))
+		for _, it := range items {
+			s, err := scalar(it)
+			if err != nil {
+				return err
+			}
+			out = append(out, s)
+		}
+		*c = out
+		return nil
+	}
+	s, err := scalar(data)
+	if err != nil {
+		return err
+	}
+	*c = Classes{s}
+	return nil
+}
+
+// scalar reads a JSON string or integer as a string.
+func scalar(data json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(data, &s); err == nil {
+		return s, nil
+	}
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&n); err == nil {
+		if _, err := strconv.Atoi(n.String()); err == nil {
+			return n.String(), nil
+		}
+	}
+	return "", fmt.Errorf("class %s is neither a name nor an integer id", data)
+}
+
+// Gamma is a draft length: a number or "auto". JSON may give 8 or "8" or "auto".
+type Gamma string
+
+// UnmarshalJSON accepts a JSON number or string.
+func (g *Gamma) UnmarshalJSON(data []byte) error {
+	s, err := scalar(data)
+	if err != nil {
+		return fmt.Errorf("gamma %s is neither an integer nor \"auto\"", data)
+	}
+	*g = Gamma(s)
+	return nil
+}
+
+// Job states.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Generation is a job: what was asked (resolved, with the seed used), where it stands, and
+// its images.
+type Generation struct {
+	ID       string     `json:"id"`
+	Status   string     `json:"status"`
+	Error    string     `json:"error,omitempty"`
+	Created  time.Time  `json:"created"`
+	Started  *time.Time `json:"started,omitempty"`
+	Finished *time.Time `json:"finished,omitempty"`
+	Seconds  float64    `json:"seconds,omitempty"` // started to finished
+	Settings Settings   `json:"settings"`
+	Progress Progress   `json:"progress"`
+	Alpha    *float64   `json:"alpha,omitempty"` // spec mode: accepted over verified drafts, all images
+	Images   []Image    `json:"images"`
+	Links    Links      `json:"links"`
+}
+
+// Settings are a job's resolved parameters (defaults and preset filled in).
+type Settings struct {
+	Mode        string   `json:"mode"`
+	Preset      string   `json:"preset,omitempty"`
+	Target      string   `json:"target"`
+	Draft       string   `json:"draft,omitempty"`
+	Classes     []int    `json:"classes"` // one entry per image
+	ClassNames  []string `json:"class_names"`
+	Seed        uint64   `json:"seed"`
+	CFG         float64  `json:"cfg"`
+	CFGSchedule string   `json:"cfg_schedule"`
+	Temperature float64  `json:"temperature"`
+	NumIter     int      `json:"num_iter"`
+	Steps       int      `json:"steps"`
+	FinalNoise  bool     `json:"final_step_noise"`
+	Spec        *Spec    `json:"spec,omitempty"`
+	Params      string   `json:"params"` // the text stamped into every PNG
+}
+
+// Spec are the speculative settings of a spec-mode job.
+type Spec struct {
+	Gamma            string  `json:"gamma"`
+	Prefill          float64 `json:"prefill"`
+	Verify           string  `json:"verify"`
+	Acceptance       string  `json:"acceptance"`
+	Align            bool    `json:"align"`
+	Schedule         string  `json:"schedule"`
+	MaxResampleTries int     `json:"max_resample_tries"`
+}
+
+// Progress counts finished images and decoded tokens.
+type Progress struct {
+	ImagesDone  int     `json:"images_done"`
+	ImagesTotal int     `json:"images_total"`
+	TokensDone  int     `json:"tokens_done"`
+	TokensTotal int     `json:"tokens_total"`
+	Fraction    float64 `json:"fraction"`
+}
+
+// Image is one finished image and its statistics.
+type Image struct {
+	ID        string      `json:"id"`
+	Index     int         `json:"index"`
+	Class     int         `json:"class"`
+	ClassName string      `json:"class_name"`
+	URL       string      `json:"url"`
+	Seconds   float64     `json:"seconds"` // job start to this image
+	Stats     *ImageStats `json:"stats,omitempty"`
+}
+
+// ImageStats are an image's speculative statistics (spec mode only).
+type ImageStats struct {
+	Alpha          float64 `json:"alpha"`
+	Drafted        int     `json:"drafted"`
+	Accepted       int     `json:"accepted"`
+	Resampled      int     `json:"resampled"`
+	Bonus          int     `json:"bonus"`
+	Prefilled      int     `json:"prefilled"`
+	Rounds         int     `json:"rounds"`
+	GridHeight     int     `json:"grid_height"`
+	GridWidth      int     `json:"grid_width"`
+	AcceptedAtStep []int   `json:"accepted_at_step"`
+	RejectedAtStep []int   `json:"rejected_at_step"`
+	AcceptedAtPos  []int   `json:"accepted_at_pos"`
+	RejectedAtPos  []int   `json:"rejected_at_pos"`
+}
+
+// Links are where to follow a job.
+type Links struct {
+	Self   string `json:"self"`
+	Events string `json:"events"`
+}
+
+// GenerationList is one page of jobs, newest first.
+type GenerationList struct {
+	Generations []Generation `json:"generations"`
+	Total       int          `json:"total"`
+	Offset      int          `json:"offset"`
+	Limit       int          `json:"limit"`
+}
+
+// Event is one Server-Sent Event of a job: "progress", "image", or "done" (the final state).
+type Event struct {
+	Type       string      `json:"type"`
+	Generation *Generation `json:"generation,omitempty"`
+	Image      *Image      `json:"image,omitempty"`
+	Progress   *Progress   `json:"progress,omitempty"`
+}
+
+// Model is one model pack the server runs.
+type Model struct {
+	Role     string   `json:"role"` // target or draft
+	Name     string   `json:"name"`
+	Classes  []string `json:"classes"`
+	SeqLen   int      `json:"seq_len"`
+	Steps    int      `json:"sampling_steps"`
+	Image    [3]int   `json:"image"` // height, width, channels
+	Presets  []string `json:"presets,omitempty"`
+	MaxImage int      `json:"max_images_per_request,omitempty"`
+}
+
+// Models lists the packs and presets.
+type Models struct {
+	Models  []Model  `json:"models"`
+	Presets []string `json:"presets"`
+	Modes   []string `json:"modes"`
+}
+
+// ErrorBody is every error response: a message and, for bad input, the field at fault.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}

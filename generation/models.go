@@ -1,0 +1,76 @@
+package generation
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"sync"
+
+	"marspec/mar"
+	"marspec/models"
+)
+
+// Models gives the scheduler runnable models by pack name. The ONNX implementation opens each
+// pack once; tests use Fixed with mar/analytic models.
+type Models interface {
+	Model(pack string) (*mar.Model, error)
+}
+
+// Fixed is a Models over models built beforehand.
+type Fixed map[string]*mar.Model
+
+// Model returns the model named pack.
+func (f Fixed) Model(pack string) (*mar.Model, error) {
+	if m, ok := f[pack]; ok {
+		return m, nil
+	}
+	return nil, fmt.Errorf("model pack %q is not loaded", pack)
+}
+
+// ORTModels opens packs with ONNX Runtime on first use and keeps them open.
+type ORTModels struct {
+	ORTLib, Provider string
+	Threads          int
+
+	mu     sync.Mutex
+	models map[string]*mar.Model
+}
+
+// LoadPack resolves a pack name as the CLI does: "target" and "draft" are the embedded packs
+// unless a folder of that name exists; anything else is a folder.
+func LoadPack(name string) (*mar.Pack, error) {
+	if name == "target" || name == "draft" {
+		if st, err := os.Stat(name); err != nil || !st.IsDir() {
+			return mar.LoadPackFS(models.FS, name, path.Join("embedded", name))
+		}
+	}
+	return mar.LoadPackDir(name)
+}
+
+// Model opens pack (once).
+func (o *ORTModels) Model(pack string) (*mar.Model, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if m, ok := o.models[pack]; ok {
+		return m, nil
+	}
+	if err := ValidateRuntime(o.Provider, o.Threads); err != nil {
+		return nil, err
+	}
+	p, err := LoadPack(pack)
+	if err != nil {
+		return nil, err
+	}
+	if err := mar.InitRuntime(o.ORTLib); err != nil {
+		return nil, err
+	}
+	m, err := p.Open(mar.SessionOptions{Provider: mar.Provider(o.Provider), IntraOpThreads: o.Threads})
+	if err != nil {
+		return nil, err
+	}
+	if o.models == nil {
+		o.models = map[string]*mar.Model{}
+	}
+	o.models[pack] = m
+	return m, nil
+}

@@ -1,0 +1,59 @@
+package generation
+
+import (
+	"fmt"
+	"strings"
+
+	"marspec/api"
+)
+
+// Settings is the plan as the wire reports it.
+func (p Plan) Settings() api.Settings {
+	o := p.Options
+	s := api.Settings{Mode: p.Mode, Preset: p.Preset, Target: p.Pack, Classes: p.Classes, ClassNames: p.ClassNames,
+		Seed: o.Seed, CFG: o.CFG, CFGSchedule: o.CFGSchedule, Temperature: o.Temperature, NumIter: o.NumIter,
+		Steps: o.Steps, FinalNoise: o.FinalStepNoise, Params: p.Params()}
+	if p.Spec != nil {
+		s.Draft = p.DraftPack
+		c := p.Spec
+		s.Spec = &api.Spec{Gamma: p.GammaText, Prefill: c.Prefill, Verify: c.Verify.String(), Acceptance: c.Acceptance.String(),
+			Align: c.Align, Schedule: c.Schedule.String(), MaxResampleTries: c.MaxResampleTries}
+		s.FinalNoise = true // speculative decoding always gives the last step its variance
+	}
+	return s
+}
+
+// Params is the provenance text every PNG of the plan carries (the per-image part is added by
+// ImageParams): enough to make the image again.
+func (p Plan) Params() string {
+	o := p.Options
+	parts := []string{"mode=" + p.Mode}
+	if p.Preset != "" {
+		parts = append(parts, "preset="+p.Preset)
+	}
+	if p.Spec != nil {
+		parts = append(parts, "target="+p.Pack, "draft="+p.DraftPack)
+	} else {
+		parts = append(parts, "pack="+p.Pack)
+	}
+	parts = append(parts, fmt.Sprintf("seed=%d cfg=%g cfg_schedule=%s temperature=%g num_iter=%d steps=%d final_step_noise=%v",
+		o.Seed, o.CFG, o.CFGSchedule, o.Temperature, o.NumIter, o.Steps, o.FinalStepNoise || p.Spec != nil))
+	if c := p.Spec; c != nil {
+		align := "on"
+		if !c.Align {
+			align = "off"
+		}
+		parts = append(parts, fmt.Sprintf("gamma=%s prefill=%g verify=%s acceptance=%s align=%s schedule=%s max_resample_tries=%d",
+			p.GammaText, c.Prefill, c.Verify, c.Acceptance, align, c.Schedule, c.MaxResampleTries))
+	}
+	return strings.Join(parts, " ")
+}
+
+// ImageParams is the provenance of image img of the plan.
+func (p Plan) ImageParams(img Image) string {
+	s := fmt.Sprintf("%s class=%d (%s) index=%d", p.Params(), img.Class, p.ClassNames[img.Index], img.Index)
+	if img.Spec != nil {
+		s += fmt.Sprintf(" alpha=%.4f", img.Spec.Alpha())
+	}
+	return s
+}

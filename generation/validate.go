@@ -1,0 +1,352 @@
+package generation
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"marspec/align"
+	"marspec/api"
+	"marspec/arsampler"
+	"marspec/mar"
+)
+
+// Modes.
+const (
+	ModeTarget = "target"
+	ModeDraft  = "draft"
+	ModeSpec   = "spec"
+)
+
+// MaxSeed keeps seeds exact in JSON numbers read by browsers (float64 mantissa).
+const MaxSeed = 1<<53 - 1
+
+// Catalog is what validation checks a request against: the packs the caller runs and limits.
+type Catalog struct {
+	TargetPack, DraftPack string // names used to open them (Models.Model)
+	Target, Draft         *mar.Manifest
+	MaxImages             int    // per request; 0 = 10000
+	Provider              string // cpu or cuda: resolves schedule "auto"
+}
+
+// Plan is a validated request with every default filled in: what a runner needs, nothing more.
+type Plan struct {
+	Mode, Preset string
+	Pack         string // the pack that samples (target/draft modes) or the target (spec)
+	DraftPack    string // spec mode
+	Classes      []int  // one per image; image i has index i
+	ClassNames   []string
+	Options      mar.Options       // seed, cfg, temperature, num_iter, steps, final-step noise
+	Spec         *arsampler.Config // spec mode
+	GammaText    string            // "8" or "auto", as given
+	SeqLen       int
+	GridH, GridW int
+	ImageHWC     [3]int
+}
+
+// Images is the number of images the plan makes.
+func (p Plan) Images() int { return len(p.Classes) }
+
+// Validate checks every value of req against cat and returns the plan. Each defect is a
+// *FieldError wrapping ErrInvalid and naming the field; the first one found is returned.
+func Validate(req api.GenerateRequest, cat Catalog) (Plan, error) {
+	var p Plan
+	mode, preset := req.Mode, req.Preset
+	var pre Preset
+	if preset != "" {
+		var ok bool
+		if pre, ok = Presets[preset]; !ok {
+			return p, fieldErr("preset", strconv.Quote(preset), strings.Join(PresetNames(), ", "), "unknown")
+		}
+		if mode != "" && mode != pre.Mode {
+			return p, fieldErr("mode", mode, "omit it, or "+pre.Mode, "conflicts with preset "+preset)
+		}
+		mode = pre.Mode
+	}
+	if mode == "" {
+		mode = ModeSpec
+	}
+	man := cat.Target
+	p.Pack = cat.TargetPack
+	switch mode {
+	case ModeTarget, ModeSpec:
+	case ModeDraft:
+		man, p.Pack = cat.Draft, cat.DraftPack
+	default:
+		return p, fieldErr("mode", strconv.Quote(mode), "target, draft, spec", "unknown")
+	}
+	if man == nil {
+		return p, fieldErr("mode", mode, "", "no "+mode+" model is loaded")
+	}
+	p.Mode, p.Preset = mode, preset
+	L := man.SeqLen()
+	p.SeqLen, p.GridH, p.GridW = L, man.Grid.Height, man.Grid.Width
+	p.ImageHWC = [3]int{man.Image.Height, man.Image.Width, man.Image.Channels}
+
+	var err error
+	if p.Classes, err = resolveClasses(man, req.Class, req.N, cat.MaxImages); err != nil {
+		return p, err
+	}
+	for _, c := range p.Classes {
+		p.ClassNames = append(p.ClassNames, man.Classes[c])
+	}
+	if p.Options, err = samplingOptions(req, man, pre); err != nil {
+		return p, err
+	}
+	if mode != ModeSpec {
+		if f := specField(req); f != "" {
+			return p, fieldErr(f, "", "omit it, or use mode spec", "applies to mode spec only")
+		}
+		return p, nil
+	}
+	if cat.Draft == nil {
+		return p, fieldErr("mode", mode, "target", "no draft model is loaded")
+	}
+	if p.Options.NumIter != L {
+		return p, fieldErr("num_iter", p.Options.NumIter, fmt.Sprintf("omit it, or %d", L), "spec mode decodes one token per AR step")
+	}
+	p.DraftPack = cat.DraftPack
+	cfg, gamma, err := specConfig(req, pre, cat.Provider, L)
+	if err != nil {
+		return p, err
+	}
+	cfg.Sampling = p.Options
+	p.Spec, p.GammaText = &cfg, gamma
+	return p, nil
+}
+
+// resolveClasses turns ids, names, file-name slugs and "all" into one class per image.
+func resolveClasses(man *mar.Manifest, given api.Classes, n, maxImages int) ([]int, error) {
+	if maxImages <= 0 {
+		maxImages = 10000
+	}
+	if n == 0 {
+		n = 1
+	}
+	if n < 1 || n > maxImages {
+		return nil, fieldErr("n", n, fmt.Sprintf("1 to %d images per class", maxImages), "")
+	}
+	if len(given) == 0 {
+		return nil, fieldErr("class", "", "a class id, name, 'all', or a list", "missing")
+	}
+	var ids []int
+	for _, s := range given {
+		got, err := ParseClass(man, s)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, got...)
+	}
+	if len(ids)*n > maxImages {
+		return nil, fieldErr("n", n, fmt.Sprintf("at most %d images per request; %d classes x n = %d", maxImages, len(ids), len(ids)*n), "too many images")
+	}
+	classes := make([]int, 0, len(ids)*n)
+	for _, c := range ids {
+		for i := 0; i < n; i++ {
+			classes = append(classes, c)
+		}
+	}
+	return classes, nil
+}
+
+// ParseClass reads one class: an id, a name (any case), the slug used in file names
+// ("t-shirt-top"), or "all".
+func ParseClass(man *mar.Manifest, s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	allowed := fmt.Sprintf("0 to %d, all, or a name: %s", len(man.Classes)-1, strings.Join(man.Classes, ", "))
+	if strings.EqualFold(s, "all") {
+		ids := make([]int, len(man.Classes))
+		for i := range ids {
+			ids[i] = i
+		}
+		return ids, nil
+	}
+	if i, err := strconv.Atoi(s); err == nil {
+		if i < 0 || i >= len(man.Classes) {
+			return nil, fieldErr("class", i, allowed, "")
+		}
+		return []int{i}, nil
+	}
+	for i, name := range man.Classes {
+		if strings.EqualFold(name, s) || Slug(name) == strings.ToLower(s) {
+			return []int{i}, nil
+		}
+	}
+	return nil, fieldErr("class", strconv.Quote(s), allowed, "unknown")
+}
+
+// Slug is a class name as used in file names: lower case, other characters as '-'.
+func Slug(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		if r >= 'A' && r <= 'Z' {
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, s)
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// samplingOptions fills and checks what every mode shares.
+func samplingOptions(req api.GenerateRequest, man *mar.Manifest, pre Preset) (mar.Options, error) {
+	L := man.SeqLen()
+	opt := mar.Options{CFG: 1, CFGSchedule: "linear", Temperature: 1, NumIter: L, Steps: man.Diffusion.SamplingSteps}
+	if req.Seed != nil {
+		if *req.Seed > MaxSeed {
+			return opt, fieldErr("seed", *req.Seed, fmt.Sprintf("0 to %d, or omit it for a random one", uint64(MaxSeed)), "")
+		}
+		opt.Seed = *req.Seed
+	} else {
+		opt.Seed = NewSeed()
+	}
+	if req.CFG != nil {
+		if v := *req.CFG; !finite(v) || v < 1 || v > 50 {
+			return opt, fieldErr("cfg", v, "1 to 50; 1 = no guidance", "")
+		}
+		opt.CFG = *req.CFG
+	}
+	switch req.CFGSchedule {
+	case "":
+	case "linear", "constant":
+		opt.CFGSchedule = req.CFGSchedule
+	default:
+		return opt, fieldErr("cfg_schedule", strconv.Quote(req.CFGSchedule), "linear, constant", "unknown")
+	}
+	if req.Temperature != nil {
+		if v := *req.Temperature; !finite(v) || v < 0.05 || v > 5 {
+			return opt, fieldErr("temperature", v, "0.05 to 5", "")
+		}
+		opt.Temperature = *req.Temperature
+	}
+	if pre.NumIter > 0 {
+		opt.NumIter = pre.NumIter
+	}
+	if req.NumIter != nil {
+		v := *req.NumIter
+		if v < 0 || v > L {
+			return opt, fieldErr("num_iter", v, fmt.Sprintf("1 to %d AR steps, or 0 = one token per step", L), "")
+		}
+		opt.NumIter = v
+		if v == 0 {
+			opt.NumIter = L
+		}
+	}
+	if req.Steps != nil {
+		v := *req.Steps
+		if v < 0 || v > man.Diffusion.TrainingSteps {
+			return opt, fieldErr("steps", v, fmt.Sprintf("1 to %d diffusion steps, or 0 = the pack's %d", man.Diffusion.TrainingSteps, man.Diffusion.SamplingSteps), "")
+		}
+		if v > 0 {
+			opt.Steps = v
+		}
+	}
+	if req.FinalStepNoise != nil {
+		opt.FinalStepNoise = *req.FinalStepNoise
+	}
+	return opt, nil
+}
+
+// specField names the first speculative setting present in req, or "".
+func specField(req api.GenerateRequest) string {
+	switch {
+	case req.Gamma != "":
+		return "gamma"
+	case req.Prefill != nil:
+		return "prefill"
+	case req.Verify != "":
+		return "verify"
+	case req.Acceptance != "":
+		return "acceptance"
+	case req.Align != nil:
+		return "align"
+	case req.Schedule != "":
+		return "schedule"
+	case req.MaxResampleTries != nil:
+		return "max_resample_tries"
+	}
+	return ""
+}
+
+func pick(given, preset, def string) string {
+	if given != "" {
+		return given
+	}
+	if preset != "" {
+		return preset
+	}
+	return def
+}
+
+// specConfig fills and checks the speculative settings.
+func specConfig(req api.GenerateRequest, pre Preset, provider string, L int) (arsampler.Config, string, error) {
+	cfg := arsampler.DefaultConfig()
+	gamma := pick(string(req.Gamma), pre.Gamma, "8")
+	if gamma == "auto" {
+		cfg.AutoGamma = true
+	} else {
+		g, err := strconv.Atoi(gamma)
+		if err != nil || g < 1 || g > 256 {
+			return cfg, "", fieldErr("gamma", strconv.Quote(gamma), "1 to 256, or auto", "")
+		}
+		cfg.Gamma = g
+	}
+	if req.Prefill != nil {
+		if v := *req.Prefill; !finite(v) || v < 0 || v > 1 {
+			return cfg, "", fieldErr("prefill", v, "0 to 1, a fraction of the tokens", "")
+		}
+		cfg.Prefill = *req.Prefill
+	}
+	var err error
+	if cfg.Verify, err = arsampler.ParseVerify(pick(req.Verify, pre.Verify, "prefix")); err != nil {
+		return cfg, "", fieldErr("verify", strconv.Quote(req.Verify), "prefix, group", "unknown")
+	}
+	if cfg.Acceptance, err = align.ParseCriterion(pick(req.Acceptance, pre.Acceptance, "paper")); err != nil {
+		return cfg, "", fieldErr("acceptance", strconv.Quote(req.Acceptance), "paper, exact", "unknown")
+	}
+	if req.Align != nil {
+		cfg.Align = *req.Align
+	}
+	switch s := pick(req.Schedule, "", "auto"); s {
+	case "auto":
+		cfg.Schedule = arsampler.Lazy // a CPU pays for every context row, a GPU for every call
+		if provider == "cuda" {
+			cfg.Schedule = arsampler.Batched
+		}
+	case "batched", "lazy":
+		cfg.Schedule, _ = arsampler.ParseSchedule(s)
+	default:
+		return cfg, "", fieldErr("schedule", strconv.Quote(s), "auto, batched, lazy", "unknown")
+	}
+	if req.MaxResampleTries != nil {
+		if v := *req.MaxResampleTries; v < 1 || v > 1_000_000 {
+			return cfg, "", fieldErr("max_resample_tries", v, "1 to 1000000", "")
+		}
+		cfg.MaxResampleTries = *req.MaxResampleTries
+	}
+	return cfg, gamma, nil
+}
+
+// NewSeed draws a seed for a request that gave none (it is reported back, so the images can
+// be made again).
+func NewSeed() uint64 {
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) & MaxSeed
+}
+
+// ValidateRuntime checks the settings of the model runtime (not part of a request).
+func ValidateRuntime(provider string, threads int) error {
+	if provider != "cpu" && provider != "cuda" {
+		return fieldErr("provider", strconv.Quote(provider), "cpu, cuda", "unknown")
+	}
+	if threads < 0 || threads > 1024 {
+		return fieldErr("threads", threads, "0 = ONNX Runtime's default, or 1 to 1024", "")
+	}
+	return nil
+}
