@@ -19,7 +19,28 @@ type Series struct {
 
 // Chart writes a PNG chart of the series with the given title and axis labels.
 func Chart(path, title, xLabel, yLabel string, series []Series) error {
+	return chart(path, title, xLabel, yLabel, series, false)
+}
+
+// ChartLogX is Chart with a logarithmic x axis (for speeds that span orders of magnitude);
+// every x must be positive.
+func ChartLogX(path, title, xLabel, yLabel string, series []Series) error {
+	for _, s := range series {
+		for _, x := range s.X {
+			if x <= 0 {
+				return fmt.Errorf("chart %s: series %s has x = %g, not allowed on a log axis", title, s.Name, x)
+			}
+		}
+	}
+	return chart(path, title, xLabel, yLabel, series, true)
+}
+
+func chart(path, title, xLabel, yLabel string, series []Series, logX bool) error {
 	p := plot.New()
+	if logX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xLabel, yLabel
 	p.Add(plotter.NewGrid())
 	palette := []color.RGBA{{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255},

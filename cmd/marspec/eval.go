@@ -59,7 +59,7 @@ func runEval(args []string) error {
 	fs.IntVar(&s.Steps, "steps", 0, "diffusion sampling steps (0 = the pack's)")
 	fs.StringVar(&s.Target, "target", "target", "target pack")
 	fs.StringVar(&s.Draft, "draft", "draft", "draft pack")
-	configs := fs.String("configs", defaultEvalConfigs, "configurations: target, draft, spec[:key=value:...] with keys gamma, prefill, verify, acceptance, align")
+	configs := fs.String("configs", defaultEvalConfigs, "configurations, comma-separated: target[:key=value...] and draft[:...] with keys "+configKeysTarget+"; spec[:...] with keys "+configKeysSpec)
 	shard := fs.String("shard", "0/1", "i/n: generate only chunks c with c mod n == i")
 	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
 	schedule := fs.String("schedule", "auto", "prefix rounds: batched, lazy or auto (lazy on cpu); the images are the same, only the cost differs, so it is not part of the run's settings")
@@ -112,9 +112,23 @@ func runEval(args []string) error {
 // openRun pins the run's settings in its folder, opens the models and the evaluator and
 // builds one generator per configuration.
 func openRun(rt *runtimeFlags, dir string, s evalSettings, evaluator, schedule string) ([]chunkGenerator, *fid.Evaluator, error) {
+	gens, ev, err := openGenerators(rt, s, evaluator, schedule)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range gens {
+		gens[i].dir = dir
+	}
+	// only now, with every configuration valid, is the run folder pinned: a typo must not leave
+	// a run.json that refuses the corrected command
 	if err := checkRunSettings(dir, s); err != nil {
 		return nil, nil, err
 	}
+	return gens, ev, nil
+}
+
+// openGenerators opens the packs and the evaluator and checks every configuration.
+func openGenerators(rt *runtimeFlags, s evalSettings, evaluator, schedule string) ([]chunkGenerator, *fid.Evaluator, error) {
 	target, err := rt.open(s.Target)
 	if err != nil {
 		return nil, nil, err
@@ -132,7 +146,13 @@ func openRun(rt *runtimeFlags, dir string, s evalSettings, evaluator, schedule s
 		if gens[i], err = newChunkGenerator(c, s, target, draft, specFlags{schedule: schedule, provider: rt.provider}); err != nil {
 			return nil, nil, err
 		}
-		gens[i].dir = dir
+	}
+	seen := map[string]string{}
+	for i, g := range gens {
+		if other, dup := seen[g.name]; dup {
+			return nil, nil, fmt.Errorf("configurations %q and %q are the same configuration", other, s.Configs[i])
+		}
+		seen[g.name] = s.Configs[i]
 	}
 	return gens, ev, nil
 }
@@ -148,11 +168,11 @@ func parseShard(s string) (int, int, error) {
 }
 
 // checkRunSettings writes run.json for a new run, or refuses to resume one made otherwise.
-func checkRunSettings(dir string, s evalSettings) error {
+func checkRunSettings[T any](dir string, s T) error {
 	path := filepath.Join(dir, "run.json")
 	data, err := os.ReadFile(path)
 	if err == nil {
-		var old evalSettings
+		var old T
 		if err := json.Unmarshal(data, &old); err != nil {
 			return fmt.Errorf("%s: %v", path, err)
 		}
@@ -197,57 +217,20 @@ type chunkGenerator struct {
 
 // base carries the settings outside the configuration string (schedule and provider).
 func newChunkGenerator(spec string, s evalSettings, target, draft *mar.Model, base specFlags) (chunkGenerator, error) {
-	// baselines give the last step its variance too, so spec and target-only are like for like
-	opt := mar.Options{Seed: s.Seed, CFG: s.CFG, Temperature: s.Temperature, Steps: s.Steps, Batch: s.Batch, FinalStepNoise: true}
-	if err := target.Validate(&opt); err != nil {
+	rc, err := parseRunConfig(spec, s, target, base)
+	if err != nil {
 		return chunkGenerator{}, err
 	}
-	g := chunkGenerator{opt: opt, settings: s, target: target, draft: draft}
-	kind, rest, _ := strings.Cut(spec, ":")
-	switch kind {
-	case "target", "draft":
-		if rest != "" {
-			return g, fmt.Errorf("configuration %q: %s takes no options", spec, kind)
-		}
-		g.name, g.desc, g.model = kind, kind+"-only", target
-		if kind == "draft" {
-			g.model = draft
-		}
+	g := chunkGenerator{name: rc.name, desc: rc.desc, opt: rc.opt, settings: s, target: target, draft: draft}
+	switch rc.kind {
+	case "target":
+		g.model = target
 		return g, nil
-	case "spec":
-	default:
-		return g, fmt.Errorf("configuration %q: kind %q unknown (allowed: target, draft, spec)", spec, kind)
+	case "draft":
+		g.model = draft
+		return g, draft.Validate(&g.opt)
 	}
-	sf := base
-	sf.gamma, sf.prefill, sf.verify, sf.acceptance, sf.align, sf.maxTries = "8", 0.05, "prefix", "paper", "on", 1000
-	for _, kv := range strings.Split(rest, ":") {
-		if kv == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return g, fmt.Errorf("configuration %q: %q is not key=value", spec, kv)
-		}
-		switch k {
-		case "gamma":
-			sf.gamma = v
-		case "prefill":
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return g, fmt.Errorf("configuration %q: prefill %q is not a number", spec, v)
-			}
-			sf.prefill = f
-		case "verify":
-			sf.verify = v
-		case "acceptance":
-			sf.acceptance = v
-		case "align":
-			sf.align = v
-		default:
-			return g, fmt.Errorf("configuration %q: key %q unknown (allowed: gamma, prefill, verify, acceptance, align)", spec, k)
-		}
-	}
-	cfg, err := sf.config(opt)
+	cfg, err := rc.spec.config(rc.opt)
 	if err != nil {
 		return g, fmt.Errorf("configuration %q: %v", spec, err)
 	}
@@ -255,9 +238,8 @@ func newChunkGenerator(spec string, s evalSettings, target, draft *mar.Model, ba
 		return g, fmt.Errorf("configuration %q: %v", spec, err)
 	}
 	g.spec = &cfg
-	g.gamma, g.group = sf.gamma, fmt.Sprintf("%s/%s/align %s/prefill %g", sf.verify, sf.acceptance, sf.align, sf.prefill)
-	g.desc = "spec " + sf.describe()
-	g.name = fmt.Sprintf("spec-g%s-p%g-%s-%s-align%s", sf.gamma, sf.prefill, sf.verify, sf.acceptance, sf.align)
+	g.gamma = rc.spec.gamma
+	g.group = fmt.Sprintf("%s/%s/align %s/prefill %g", rc.spec.verify, rc.spec.acceptance, rc.spec.align, rc.spec.prefill)
 	return g, nil
 }
 

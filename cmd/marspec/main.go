@@ -16,6 +16,7 @@ usage:
   marspec eval --out RUN     offline scoring run: FID, IS, accuracy, alpha, speedup per configuration
   marspec eval merge --out RUN SHARD...   combine sharded runs
   marspec eval table [-o F] RUN...        one table from finished runs (mean ± std over seeds)
+  marspec frontier --out RUN  speed vs quality: configurations interleaved, FID/IS/images/s, Pareto frontier
 `
 
 func main() {
@@ -35,11 +36,13 @@ func main() {
 		err = runFID(args)
 	case "eval":
 		err = runEval(args)
+	case "frontier":
+		err = runFrontier(args)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
 	default:
-		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval)", cmd)
+		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval, frontier)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "marspec:", err)
