@@ -14,14 +14,18 @@ type DenoiseRow struct {
 	Noise   *diffusion.TokenNoise
 }
 
-// Denoiser runs the reverse diffusion of a diffusion head for many rows at once, one head call
-// per sampling step (two halves when guided). Buffers are reused between calls.
+// Denoiser runs the reverse diffusion of a diffusion head for many rows at once: in one call
+// of the pack's fused graph when the head offers one (LoopHead), else one head call per
+// sampling step (two halves when guided) with the step in Go. Buffers are reused between calls.
 type Denoiser struct {
 	Head     Head
 	Schedule *diffusion.Schedule
 	Options  diffusion.StepOptions
+	// PerStep keeps the one-call-per-step path even when a fused graph exists (to compare them).
+	PerStep bool
 
 	xt, t, z, out, eps, v []float32
+	mean, logVar          []float64
 }
 
 // Run samples every row. x0 receives [rows][D]; traces, when non-nil, receives per row the
@@ -30,6 +34,11 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 	n := len(rows)
 	if n == 0 {
 		return nil
+	}
+	if lh, ok := d.Head.(LoopHead); ok && !d.PerStep {
+		if loop := lh.HeadLoop(); loop != nil {
+			return d.runFused(loop, rows, x0, traces)
+		}
 	}
 	dim, width := d.Head.TokenDim(), d.Head.Width()
 	guided := rows[0].ZUncond != nil
@@ -56,7 +65,8 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 			traces[r] = diffusion.Trace{}
 		}
 	}
-	mean, logVar := make([]float64, dim), make([]float64, dim)
+	d.mean, d.logVar = growF64(d.mean, dim), growF64(d.logVar, dim)
+	mean, logVar := d.mean, d.logVar
 	steps := d.Schedule.Steps()
 	for i := 0; i < steps; i++ {
 		k := steps - 1 - i
@@ -96,6 +106,13 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 func grow(b []float32, n int) []float32 {
 	if cap(b) < n {
 		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+func growF64(b []float64, n int) []float64 {
+	if cap(b) < n {
+		return make([]float64, n)
 	}
 	return b[:n]
 }

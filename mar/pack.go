@@ -43,14 +43,23 @@ type Manifest struct {
 		ClipX0        bool   `json:"clip_x0"`
 	} `json:"diffusion"`
 	Training json.RawMessage `json:"training,omitempty"`
+	// HeadLoop names the optional fused reverse-diffusion graph (scripts/fuse_head.py).
+	HeadLoop *struct {
+		File   string `json:"file"`
+		Format string `json:"format"`
+	} `json:"head_loop,omitempty"`
 }
 
-// Pack is a manifest plus the bytes of its two graphs.
+// Pack is a manifest plus the bytes of its graphs.
 type Pack struct {
 	Source      string // where it was read from, for messages
 	Manifest    *Manifest
 	Transformer []byte
 	Head        []byte
+	HeadLoop    []byte // nil when the manifest names none
+	// headLoopErr is a named but unreadable fused graph, reported by Open after the other
+	// graphs so errors come in the order transformer, head, fused head.
+	headLoopErr error
 }
 
 // SeqLen is L, the number of tokens per image.
@@ -120,6 +129,14 @@ func (m *Manifest) validate() error {
 		return fmt.Errorf("diffusion sampling_steps %d out of range (allowed: 1 to training_steps %d)",
 			m.Diffusion.SamplingSteps, m.Diffusion.TrainingSteps)
 	}
+	if h := m.HeadLoop; h != nil {
+		switch {
+		case h.Format != HeadLoopFormat:
+			return fmt.Errorf("head_loop format %q unsupported (allowed: %s)", h.Format, HeadLoopFormat)
+		case h.File == "" || h.File != path.Base(h.File) || strings.ContainsRune(h.File, '\\') || !strings.HasSuffix(h.File, ".onnx"):
+			return fmt.Errorf("head_loop file %q: want a file name in the pack folder ending in .onnx", h.File)
+		}
+	}
 	return nil
 }
 
@@ -157,6 +174,9 @@ func LoadPackFS(fsys fs.FS, dir, source string) (*Pack, error) {
 	if p.Head, err = read("head.onnx"); err != nil {
 		return nil, err
 	}
+	if m.HeadLoop != nil {
+		p.HeadLoop, p.headLoopErr = read(m.HeadLoop.File)
+	}
 	return p, nil
 }
 
@@ -183,6 +203,18 @@ func (p *Pack) Open(opt SessionOptions) (*Model, error) {
 	if err != nil {
 		tr.Close()
 		return nil, err
+	}
+	if p.headLoopErr != nil {
+		tr.Close()
+		head.Close()
+		return nil, p.headLoopErr
+	}
+	if p.HeadLoop != nil {
+		if head.loop, err = NewHeadLoop(p.HeadLoop, p.Manifest, opt, p.Source+"/"+p.Manifest.HeadLoop.File); err != nil {
+			tr.Close()
+			head.Close()
+			return nil, err
+		}
 	}
 	return &Model{Manifest: p.Manifest, Transformer: tr, Head: head, Tokenizer: tok}, nil
 }

@@ -111,13 +111,26 @@ func TestLoadPackFS(t *testing.T) {
 		"packs/p/manifest.json":    {Data: manifest},
 		"packs/p/transformer.onnx": {Data: []byte("T")},
 		"packs/p/head.onnx":        {Data: []byte("H")},
+		"packs/p/head_loop.onnx":   {Data: []byte("F")},
 	}
 	p, err := LoadPackFS(fsys, "packs/p", "embedded/p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(p.Transformer) != "T" || string(p.Head) != "H" || p.Manifest.Name != "fmnist-target" {
+	if string(p.Transformer) != "T" || string(p.Head) != "H" || string(p.HeadLoop) != "F" || p.Manifest.Name != "fmnist-target" {
 		t.Fatalf("pack read wrongly: %+v", p)
+	}
+	// the fused graph is optional, but a manifest that names it needs the file (Open says so)
+	delete(fsys, "packs/p/head_loop.onnx")
+	if p, err = LoadPackFS(fsys, "packs/p", "embedded/p"); err != nil {
+		t.Fatal(err)
+	}
+	if p.headLoopErr == nil || !strings.Contains(p.headLoopErr.Error(), "embedded/p: cannot read head_loop.onnx") {
+		t.Fatalf("missing head_loop.onnx: %v", p.headLoopErr)
+	}
+	fsys["packs/p/manifest.json"] = &fstest.MapFile{Data: withoutHeadLoop(t, manifest)}
+	if p, err = LoadPackFS(fsys, "packs/p", "embedded/p"); err != nil || p.HeadLoop != nil {
+		t.Fatalf("pack without head_loop: %v, %d bytes of fused graph", err, len(p.HeadLoop))
 	}
 	delete(fsys, "packs/p/head.onnx")
 	if _, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err == nil || !strings.Contains(err.Error(), "embedded/p: cannot read head.onnx") {
@@ -125,5 +138,49 @@ func TestLoadPackFS(t *testing.T) {
 	}
 	if _, err := LoadPackDir(filepath.Join(t.TempDir(), "nope")); err == nil || !strings.Contains(err.Error(), "no such folder") {
 		t.Fatalf("missing folder: %v", err)
+	}
+}
+
+// withoutHeadLoop drops the optional fused-graph entry from a manifest.
+func withoutHeadLoop(t *testing.T, manifest []byte) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(manifest, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["head_loop"]; !ok {
+		t.Fatal("the committed manifest has no head_loop entry")
+	}
+	delete(m, "head_loop")
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestHeadLoopEntry(t *testing.T) {
+	manifest, err := os.ReadFile(filepath.Join(targetPack, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(manifest, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		entry map[string]any
+		want  string
+	}{
+		{map[string]any{"file": "head_loop.onnx", "format": "marspec-head-loop/9"}, `head_loop format "marspec-head-loop/9" unsupported`},
+		{map[string]any{"file": "../x/head_loop.onnx", "format": HeadLoopFormat}, `head_loop file "../x/head_loop.onnx"`},
+		{map[string]any{"file": "", "format": HeadLoopFormat}, `head_loop file ""`},
+		{map[string]any{"file": "head_loop.bin", "format": HeadLoopFormat}, `head_loop file "head_loop.bin"`},
+	} {
+		m["head_loop"] = c.entry
+		data, _ := json.Marshal(m)
+		if _, err := ParseManifest(data, "p/manifest.json"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want one containing %s", c.entry, err, c.want)
+		}
 	}
 }

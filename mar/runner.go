@@ -34,15 +34,22 @@ type Graph struct {
 	session *ort.DynamicAdvancedSession
 	inputs  []IOSpec
 	outputs []IOSpec
-	cache   map[int]*boundTensors
+	cache   map[Dims]*boundTensors
 }
 
-// IOSpec is a graph input or output: its name, element type and shape with -1 for the batch.
+// IOSpec is a graph input or output: its name, element type (float32 unless Int64 or
+// Float64) and shape. Negative sizes are dynamic axes: -1 is the batch, -2 and -3 the further
+// sizes a RunDims call gives (e.g. steps and halves of the fused head).
 type IOSpec struct {
-	Name  string
-	Int64 bool
-	Shape []int64
+	Name    string
+	Int64   bool
+	Shape   []int64
+	Float64 bool
 }
+
+// Dims gives the sizes of a call's dynamic axes: Dims[0] for -1 (the batch), Dims[1] for -2,
+// Dims[2] for -3.
+type Dims [3]int
 
 type boundTensors struct {
 	in, out []ort.Value
@@ -86,7 +93,7 @@ func NewGraph(data []byte, source string, opt SessionOptions, inputs, outputs []
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot create session: %v", source, oneLine(err))
 	}
-	return &Graph{source: source, session: sess, inputs: inputs, outputs: outputs, cache: map[int]*boundTensors{}}, nil
+	return &Graph{source: source, session: sess, inputs: inputs, outputs: outputs, cache: map[Dims]*boundTensors{}}, nil
 }
 
 func checkIO(source, kind string, got []ort.InputOutputInfo, want []IOSpec) error {
@@ -99,8 +106,11 @@ func checkIO(source, kind string, got []ort.InputOutputInfo, want []IOSpec) erro
 			return fmt.Errorf("%s: %s %d is %q, want %q", source, kind, i, g.Name, w.Name)
 		}
 		wantType := ort.TensorElementDataType(ort.TensorElementDataTypeFloat)
-		if w.Int64 {
+		switch {
+		case w.Int64:
 			wantType = ort.TensorElementDataType(ort.TensorElementDataTypeInt64)
+		case w.Float64:
+			wantType = ort.TensorElementDataType(ort.TensorElementDataTypeDouble)
 		}
 		if g.DataType != wantType {
 			return fmt.Errorf("%s: %s %q has type %v, want %v", source, kind, w.Name, g.DataType, wantType)
@@ -128,8 +138,8 @@ func specNames(specs []IOSpec) string {
 	return s
 }
 
-func (g *Graph) tensors(batch int) (*boundTensors, error) {
-	if b, ok := g.cache[batch]; ok {
+func (g *Graph) tensors(dims Dims) (*boundTensors, error) {
+	if b, ok := g.cache[dims]; ok {
 		return b, nil
 	}
 	make1 := func(s IOSpec) (ort.Value, error) {
@@ -137,11 +147,14 @@ func (g *Graph) tensors(batch int) (*boundTensors, error) {
 		for i, d := range s.Shape {
 			shape[i] = d
 			if d < 0 {
-				shape[i] = int64(batch)
+				shape[i] = int64(dims[-d-1])
 			}
 		}
-		if s.Int64 {
+		switch {
+		case s.Int64:
 			return ort.NewEmptyTensor[int64](ort.NewShape(shape...))
+		case s.Float64:
+			return ort.NewEmptyTensor[float64](ort.NewShape(shape...))
 		}
 		return ort.NewEmptyTensor[float32](ort.NewShape(shape...))
 	}
@@ -161,7 +174,7 @@ func (g *Graph) tensors(batch int) (*boundTensors, error) {
 	if len(g.cache) > 16 { // many distinct sizes: keep memory bounded
 		g.dropCache()
 	}
-	g.cache[batch] = b
+	g.cache[dims] = b
 	return b, nil
 }
 
@@ -179,46 +192,67 @@ func (g *Graph) run(batch int, out []float32, inputs ...any) error {
 // Run copies float32/int64 inputs in, runs the graph and copies the float32 outputs out
 // (outs[i] for output i; nil skips it).
 func (g *Graph) Run(batch int, outs [][]float32, inputs ...any) error {
+	if len(inputs) != len(g.inputs) {
+		return fmt.Errorf("%s: got %d inputs, want %d (%s)", g.source, len(inputs), len(g.inputs), specNames(g.inputs))
+	}
+	if len(outs) > len(g.outputs) {
+		return fmt.Errorf("%s: got %d output buffers, the graph has %d outputs", g.source, len(outs), len(g.outputs))
+	}
+	return g.RunDims(Dims{batch, 1, 1}, func(in, res []ort.Value) error {
+		for i, data := range inputs {
+			if err := fill(in[i], data); err != nil {
+				return fmt.Errorf("input %s: %v", g.inputs[i].Name, err)
+			}
+		}
+		for i, out := range outs { // check before running, so a bad buffer costs no run
+			if out == nil {
+				continue
+			}
+			t, ok := res[i].(*ort.Tensor[float32])
+			if !ok {
+				return fmt.Errorf("output %s is not float32", g.outputs[i].Name)
+			}
+			if n := len(t.GetData()); len(out) < n {
+				return fmt.Errorf("output %s buffer holds %d values, need %d", g.outputs[i].Name, len(out), n)
+			}
+		}
+		return nil
+	}, func(res []ort.Value) error {
+		for i, out := range outs {
+			if out != nil {
+				copy(out, res[i].(*ort.Tensor[float32]).GetData())
+			}
+		}
+		return nil
+	})
+}
+
+// RunDims binds the cached tensors of these dynamic sizes, lets fill write the inputs in place
+// (it sees the outputs too, to check them before a run), runs the graph and lets read take the
+// outputs: no copies beyond the caller's own. Errors from fill or read get the source prefix.
+func (g *Graph) RunDims(dims Dims, fill func(in, out []ort.Value) error, read func(out []ort.Value) error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
 	case g.session == nil:
 		return fmt.Errorf("%s: used after Close", g.source)
-	case batch < 1:
-		return fmt.Errorf("%s: batch size %d, want at least 1", g.source, batch)
-	case len(inputs) != len(g.inputs):
-		return fmt.Errorf("%s: got %d inputs, want %d (%s)", g.source, len(inputs), len(g.inputs), specNames(g.inputs))
-	case len(outs) > len(g.outputs):
-		return fmt.Errorf("%s: got %d output buffers, the graph has %d outputs", g.source, len(outs), len(g.outputs))
+	case dims[0] < 1:
+		return fmt.Errorf("%s: batch size %d, want at least 1", g.source, dims[0])
+	case dims[1] < 1 || dims[2] < 1:
+		return fmt.Errorf("%s: dynamic sizes %v, want at least 1", g.source, dims)
 	}
-	b, err := g.tensors(batch)
+	b, err := g.tensors(dims)
 	if err != nil {
 		return fmt.Errorf("%s: %v", g.source, err)
 	}
-	for i, in := range inputs {
-		if err := fill(b.in[i], in); err != nil {
-			return fmt.Errorf("%s: input %s: %v", g.source, g.inputs[i].Name, err)
-		}
-	}
-	for i, out := range outs { // check before running, so a bad buffer costs no run
-		if out == nil {
-			continue
-		}
-		t, ok := b.out[i].(*ort.Tensor[float32])
-		if !ok {
-			return fmt.Errorf("%s: output %s is not float32", g.source, g.outputs[i].Name)
-		}
-		if n := len(t.GetData()); len(out) < n {
-			return fmt.Errorf("%s: output %s buffer holds %d values, need %d", g.source, g.outputs[i].Name, len(out), n)
-		}
+	if err := fill(b.in, b.out); err != nil {
+		return fmt.Errorf("%s: %v", g.source, err)
 	}
 	if err := g.session.Run(b.in, b.out); err != nil {
 		return fmt.Errorf("%s: run failed: %v", g.source, oneLine(err))
 	}
-	for i, out := range outs {
-		if out != nil {
-			copy(out, b.out[i].(*ort.Tensor[float32]).GetData())
-		}
+	if err := read(b.out); err != nil {
+		return fmt.Errorf("%s: %v", g.source, err)
 	}
 	return nil
 }
@@ -270,9 +304,9 @@ type ONNXTransformer struct {
 func NewONNXTransformer(data []byte, m *Manifest, opt SessionOptions, source string) (*ONNXTransformer, error) {
 	L, D, W := int64(m.SeqLen()), int64(m.TokenDim), int64(m.Width)
 	g, err := NewGraph(data, source, opt,
-		[]IOSpec{{"tokens", false, []int64{-1, L, D}}, {"mask", false, []int64{-1, L}},
-			{"class_ids", true, []int64{-1}}, {"drop_class", false, []int64{-1}}},
-		[]IOSpec{{"z", false, []int64{-1, L, W}}})
+		[]IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}, {Name: "mask", Shape: []int64{-1, L}},
+			{Name: "class_ids", Int64: true, Shape: []int64{-1}}, {Name: "drop_class", Shape: []int64{-1}}},
+		[]IOSpec{{Name: "z", Shape: []int64{-1, L, W}}})
 	if err != nil {
 		return nil, err
 	}
@@ -286,22 +320,34 @@ func (t *ONNXTransformer) SeqLen() int   { return t.seqLen }
 func (t *ONNXTransformer) TokenDim() int { return t.dim }
 func (t *ONNXTransformer) Width() int    { return t.width }
 
-// ONNXHead runs head.onnx.
+// ONNXHead runs head.onnx, and head_loop.onnx when the pack has it.
 type ONNXHead struct {
 	*Graph
 	dim, width int
+	loop       *HeadLoop
+}
+
+// Close releases both graphs.
+func (h *ONNXHead) Close() error {
+	err := h.Graph.Close()
+	if h.loop != nil {
+		if lerr := h.loop.Close(); err == nil {
+			err = lerr
+		}
+	}
+	return err
 }
 
 // NewONNXHead opens head.onnx and checks its inputs and outputs against the pack.
 func NewONNXHead(data []byte, m *Manifest, opt SessionOptions, source string) (*ONNXHead, error) {
 	D, W := int64(m.TokenDim), int64(m.Width)
 	g, err := NewGraph(data, source, opt,
-		[]IOSpec{{"x_t", false, []int64{-1, D}}, {"t", false, []int64{-1}}, {"z", false, []int64{-1, W}}},
-		[]IOSpec{{"out", false, []int64{-1, 2 * D}}})
+		[]IOSpec{{Name: "x_t", Shape: []int64{-1, D}}, {Name: "t", Shape: []int64{-1}}, {Name: "z", Shape: []int64{-1, W}}},
+		[]IOSpec{{Name: "out", Shape: []int64{-1, 2 * D}}})
 	if err != nil {
 		return nil, err
 	}
-	return &ONNXHead{g, int(D), int(W)}, nil
+	return &ONNXHead{Graph: g, dim: int(D), width: int(W)}, nil
 }
 
 func (h *ONNXHead) Predict(xt, t, z []float32, n int, out []float32) error {

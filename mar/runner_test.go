@@ -164,6 +164,7 @@ func TestGraphMismatchNamesFile(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, to), data, 0o644)
 	}
 	copyFile(filepath.Join(targetPack, "manifest.json"), "manifest.json")
+	copyFile(filepath.Join(targetPack, "head_loop.onnx"), "head_loop.onnx")
 	copyFile(filepath.Join(targetPack, "head.onnx"), "head.onnx")
 	copyFile(filepath.Join(targetPack, "head.onnx"), "transformer.onnx") // a head where the transformer should be
 	pack, err := LoadPackDir(dir)
@@ -180,5 +181,16 @@ func TestGraphMismatchNamesFile(t *testing.T) {
 	pack, _ = LoadPackDir(dir)
 	if _, err = pack.Open(SessionOptions{}); err == nil || !strings.Contains(err.Error(), "head.onnx") || !strings.Contains(err.Error(), "shape") {
 		t.Fatalf("error %v should name head.onnx and the shape mismatch", err)
+	}
+	copyFile(filepath.Join(targetPack, "head.onnx"), "head.onnx")
+	os.Remove(filepath.Join(dir, "head_loop.onnx"))
+	pack, _ = LoadPackDir(dir)
+	if _, err = pack.Open(SessionOptions{}); err == nil || !strings.Contains(err.Error(), "cannot read head_loop.onnx") {
+		t.Fatalf("error %v should say head_loop.onnx is missing", err)
+	}
+	copyFile("../models/draft/head_loop.onnx", "head_loop.onnx")
+	pack, _ = LoadPackDir(dir)
+	if _, err = pack.Open(SessionOptions{}); err == nil || !strings.Contains(err.Error(), "head_loop.onnx") || !strings.Contains(err.Error(), "shape") {
+		t.Fatalf("error %v should name head_loop.onnx and the shape mismatch", err)
 	}
 }
