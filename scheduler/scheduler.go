@@ -1,0 +1,170 @@
+// Package scheduler runs generation jobs: a bounded queue, and one worker per engine group that
+// merges the images of concurrent jobs into one running batch (continuous batching: an image
+// joins when a slot is free and frees it as soon as it is finished). It never sees HTTP, and
+// its model runtime is a generation.Models, so tests run it with analytic models.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"marspec/api"
+	"marspec/generation"
+)
+
+// Errors a caller can act on.
+var (
+	ErrQueueFull = errors.New("the queue is full; retry later")
+	ErrClosed    = errors.New("the scheduler is shutting down")
+	ErrCancelled = errors.New("cancelled")
+	ErrDuplicate = errors.New("a job with this id is already queued or running")
+)
+
+// Job is a validated plan to run. Done lists images already made (a resumed job): they are
+// skipped and count as progress.
+type Job struct {
+	ID   string
+	Plan generation.Plan
+	Done map[int]bool
+}
+
+// Sink receives what happens to jobs, from the worker goroutines. Image must store the image
+// before it returns (an error fails the job); Finished is called exactly once per accepted job
+// that ends (nil, ErrCancelled, or the failure), never for jobs still pending at Shutdown.
+type Sink interface {
+	Started(id string, at time.Time)
+	Progress(id string, p api.Progress)
+	Image(id string, img generation.Image) error
+	Finished(id string, err error)
+}
+
+// Config are the scheduler's dependencies and bounds.
+type Config struct {
+	Models    generation.Models
+	Sink      Sink
+	QueueSize int // jobs accepted and not finished; more are refused with ErrQueueFull
+	MaxBatch  int // images in flight per engine group
+	// OnStep, if set, is told the batch size of every engine step (metrics).
+	OnStep func(group string, images int)
+}
+
+// Scheduler owns the workers. Safe for concurrent use.
+type Scheduler struct {
+	cfg     Config
+	mu      sync.Mutex
+	jobs    map[string]*running
+	workers map[string]*worker
+	closed  bool
+	quit    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// running is a job's live state, guarded by Scheduler.mu.
+type running struct {
+	job        Job
+	group      string
+	next       int // next image index to admit
+	done       int // images finished (including job.Done)
+	inFlight   int
+	start      time.Time
+	started    bool
+	cancelled  bool
+	knownToken int
+}
+
+// New starts a scheduler.
+func New(cfg Config) *Scheduler {
+	if cfg.QueueSize < 1 {
+		cfg.QueueSize = 64
+	}
+	if cfg.MaxBatch < 1 {
+		cfg.MaxBatch = 32
+	}
+	return &Scheduler{cfg: cfg, jobs: map[string]*running{}, workers: map[string]*worker{}, quit: make(chan struct{})}
+}
+
+// Submit queues a job or refuses it (ErrQueueFull, ErrClosed, ErrDuplicate).
+func (s *Scheduler) Submit(job Job) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.jobs[job.ID] != nil:
+		return ErrDuplicate
+	case len(s.jobs) >= s.cfg.QueueSize:
+		return ErrQueueFull
+	}
+	r := &running{job: job, group: groupKey(job.ID, &job.Plan)}
+	for i := range job.Done {
+		if i >= 0 && i < job.Plan.Images() {
+			r.done++
+		}
+	}
+	s.jobs[job.ID] = r
+	w := s.workers[r.group]
+	if w == nil {
+		w = &worker{s: s, key: r.group, wake: make(chan struct{}, 1)}
+		s.workers[r.group] = w
+		s.wg.Add(1)
+		go w.run()
+	}
+	w.pending = append(w.pending, r)
+	w.poke()
+	return nil
+}
+
+// Cancel stops a queued or running job; its worker reports Finished(id, ErrCancelled). It
+// reports whether the job was queued or running.
+func (s *Scheduler) Cancel(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.jobs[id]
+	if r == nil {
+		return false
+	}
+	r.cancelled = true
+	if w := s.workers[r.group]; w != nil {
+		w.poke()
+	}
+	return true
+}
+
+// Depth is the number of jobs accepted and not finished.
+func (s *Scheduler) Depth() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.jobs)
+}
+
+// Capacity is the queue bound.
+func (s *Scheduler) Capacity() int { return s.cfg.QueueSize }
+
+// Has reports whether a job is queued or running.
+func (s *Scheduler) Has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jobs[id] != nil
+}
+
+// Shutdown refuses new jobs and stops the workers after their current step. Jobs not finished
+// by then get no Finished call: they stay queued or running in the caller's store, to be
+// resumed on the next start (images are deterministic, so a resumed job makes the same ones).
+func (s *Scheduler) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.quit)
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
