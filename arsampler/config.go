@@ -103,6 +103,17 @@ type Config struct {
 	// MaxResampleTries bounds the acceptance-rejection resampler; when hit, the last proposal
 	// (a draw from the target's last-step Gaussian) is used and the hit is counted.
 	MaxResampleTries int
+	// SelfDraft drafts with the target itself instead of a draft network: the drafts of a round
+	// are the target head's samples from the conditioning of the target's newest pass over a
+	// context the image has verified (selfdraft.go explains why prefix + exact stays lossless).
+	// NewEngine with a nil draft model sets it.
+	SelfDraft bool
+	// Rejection is what replaces a rejected draft: Residual (lossless with the exact criterion)
+	// or Target (seed 000's practical variant: the target's own draw, lossy).
+	Rejection Rejection
+	// Tolerance lambda >= 0 (nats) relaxes acceptance to min(1, e^lambda * r); 0 = off. Lossy
+	// for lambda > 0 (lossy.go bounds the bias).
+	Tolerance float64
 }
 
 // DefaultConfig is the CLI's default: gamma 8, prefill 5%, prefix verification, the paper's
@@ -127,6 +138,13 @@ func (c *Config) validate() error {
 	}
 	if c.MaxResampleTries < 1 {
 		return fmt.Errorf("max resample tries %d must be positive", c.MaxResampleTries)
+	}
+	if c.Rejection != Residual && c.Rejection != Target {
+		return fmt.Errorf("rejection %d unknown (allowed: residual, target)", c.Rejection)
+	}
+	// e^10 ~ 22000: beyond that every draft is accepted anyway
+	if !(c.Tolerance >= 0 && c.Tolerance <= 10) {
+		return fmt.Errorf("tolerance %g out of range (allowed: 0 = off, up to 10 nats)", c.Tolerance)
 	}
 	return nil
 }

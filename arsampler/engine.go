@@ -12,25 +12,11 @@ import (
 	"marspec/prefill"
 )
 
-// Job is one image to generate. Index fixes the image's random streams (order, noise,
-// acceptance draws) together with the seed, so results do not depend on batching.
-type Job struct {
-	Index int
-	Class int
-}
-
-// Result is a finished image and its statistics.
-type Result struct {
-	Index, Class int
-	Tokens       []float32
-	Pixels       []uint8
-	Stats        ImageStats
-}
-
 // Engine runs speculative decoding over a changing batch of images. Not safe for concurrent
 // use: one goroutine calls Add and Round.
 type Engine struct {
-	target, draft *mar.Model
+	target, draft *mar.Model // draft is nil when self-drafting
+	self          bool       // cfg.SelfDraft: drafts from the target's newest pass (selfdraft.go)
 	cfg           Config
 	L, D          int
 	prefillN      int
@@ -43,6 +29,9 @@ type Engine struct {
 
 type imageState struct {
 	job    Job
+	seed   uint64      // the job's seed, or the configuration's
+	noise  align.Noise // keyed by seed
+	slot   int         // position in Run's job list
 	order  []int
 	known  int
 	tokens []float32 // verified context [L*D]
@@ -50,20 +39,36 @@ type imageState struct {
 	rng    *rand.Rand
 	stats  ImageStats
 	// this round
-	gamma     int
-	drafts    [][]float64
-	draftRuns []align.Run
+	gamma      int
+	roundStart int // known tokens when the round began; draft j is order[roundStart+j]
+	accepted   int // drafts accepted this round
+	drafts     [][]float64
+	draftRuns  []align.Run
+	// self-drafting: z (and z for "no class" under CFG) of the target's newest pass over a context
+	// the image has verified, for every position; nil until the image's first target pass
+	zSelf, zuSelf []float32
 }
 
-// NewEngine checks that draft and target fit together and prepares the samplers.
+// NewEngine checks that draft and target fit together and prepares the samplers. With
+// cfg.SelfDraft, or a nil draft (which sets it), the target drafts for itself and draft is not
+// used.
 func NewEngine(target, draft *mar.Model, cfg Config) (*Engine, error) {
+	if draft == nil {
+		cfg.SelfDraft = true
+	}
+	if cfg.SelfDraft {
+		draft = nil
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	tm, dm := target.Manifest, draft.Manifest
-	if tm.SeqLen() != dm.SeqLen() || tm.TokenDim != dm.TokenDim || len(tm.Classes) != len(dm.Classes) {
-		return nil, fmt.Errorf("draft %s does not match target %s (tokens %d/%d, token dim %d/%d, classes %d/%d)",
-			dm.Name, tm.Name, dm.SeqLen(), tm.SeqLen(), dm.TokenDim, tm.TokenDim, len(dm.Classes), len(tm.Classes))
+	tm := target.Manifest
+	if draft != nil {
+		dm := draft.Manifest
+		if tm.SeqLen() != dm.SeqLen() || tm.TokenDim != dm.TokenDim || len(tm.Classes) != len(dm.Classes) {
+			return nil, fmt.Errorf("draft %s does not match target %s (tokens %d/%d, token dim %d/%d, classes %d/%d)",
+				dm.Name, tm.Name, dm.SeqLen(), tm.SeqLen(), dm.TokenDim, tm.TokenDim, len(dm.Classes), len(tm.Classes))
+		}
 	}
 	cfg.Sampling.NumIter = 0
 	cfg.Sampling.FinalStepNoise = true
@@ -79,40 +84,19 @@ func NewEngine(target, draft *mar.Model, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	denD, err := draft.NewDenoiser(cfg.Sampling, true)
-	if err != nil {
-		return nil, err
+	denD := denT // self-drafting samples drafts with the target's own head
+	if draft != nil {
+		if denD, err = draft.NewDenoiser(cfg.Sampling, true); err != nil {
+			return nil, err
+		}
 	}
-	return &Engine{target: target, draft: draft, cfg: cfg, L: L, D: tm.TokenDim, prefillN: n,
+	return &Engine{target: target, draft: draft, self: cfg.SelfDraft, cfg: cfg, L: L, D: tm.TokenDim, prefillN: n,
 		noise: align.Noise{Seed: cfg.Sampling.Seed, Aligned: cfg.Align, Steps: cfg.Sampling.Steps, Dim: tm.TokenDim},
 		denT:  denT, denD: denD, auto: newAutoGamma(cfg)}, nil
 }
 
 // Config is the engine's configuration with defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
-
-// Add lets images join the batch; they take part from the next round on.
-func (e *Engine) Add(jobs ...Job) error {
-	for _, j := range jobs {
-		if j.Class < 0 || j.Class >= len(e.target.Manifest.Classes) {
-			return fmt.Errorf("class %d out of range (allowed: 0 to %d)", j.Class, len(e.target.Manifest.Classes)-1)
-		}
-	}
-	for _, j := range jobs {
-		st := &imageState{job: j, order: mar.OrderFor(e.cfg.Sampling.Seed, j.Index, e.L),
-			tokens: make([]float32, e.L*e.D), mask: make([]float32, e.L),
-			rng:   rand.New(rand.NewPCG(e.cfg.Sampling.Seed^0x3c6ef372fe94f82b, uint64(j.Index))),
-			stats: newImageStats(e.L)}
-		for i := range st.mask {
-			st.mask[i] = 1
-		}
-		e.active = append(e.active, st)
-	}
-	return nil
-}
-
-// Active is the number of unfinished images.
-func (e *Engine) Active() int { return len(e.active) }
 
 // Round runs one speculative round for every active image and returns those that finished.
 func (e *Engine) Round() ([]Result, error) {
@@ -121,9 +105,17 @@ func (e *Engine) Round() ([]Result, error) {
 	}
 	gamma := e.auto.next(e.cfg)
 	for _, st := range e.active {
-		st.gamma = 0
-		if st.known >= e.prefillN {
+		st.gamma, st.roundStart, st.accepted = 0, st.known, 0
+		// a self-drafting image needs one target pass of its own before it can draft
+		if st.known >= e.prefillN && (!e.self || st.zSelf != nil) {
 			st.gamma = min(gamma, e.L-st.known)
+		}
+		switch {
+		case st.gamma == 0:
+		case e.self: // one batched head run drafts the whole round
+			st.stats.DraftCalls++
+		default: // gamma draft AR steps
+			st.stats.DraftCalls += st.gamma
 		}
 		st.drafts, st.draftRuns = st.drafts[:0], st.draftRuns[:0]
 	}
@@ -145,8 +137,8 @@ func (e *Engine) Round() ([]Result, error) {
 			keep = append(keep, st)
 			continue
 		}
-		done = append(done, Result{Index: st.job.Index, Class: st.job.Class, Tokens: st.tokens,
-			Pixels: e.target.Tokenizer.Decode(st.tokens), Stats: st.stats})
+		done = append(done, Result{Index: st.job.Index, Class: st.job.Class, Seed: st.seed, Request: st.job.Request,
+			Tokens: st.tokens, Pixels: e.target.Tokenizer.Decode(st.tokens), Stats: st.stats, slot: st.slot})
 	}
 	e.active = keep
 	return done, nil
@@ -155,17 +147,24 @@ func (e *Engine) Round() ([]Result, error) {
 // batchedRound drafts every image's gamma tokens, then runs one target pass over all contexts.
 func (e *Engine) batchedRound() error {
 	start := time.Now()
-	draftSteps, err := e.draftPhase()
+	draftPhase := e.draftPhase
+	if e.self {
+		draftPhase = e.selfDraftPhase
+	}
+	draftSteps, err := draftPhase()
 	if err != nil {
 		return err
 	}
 	mid := time.Now()
-	items, x0, runs, err := e.targetPhase()
+	items, x0, runs, z, zu, err := e.targetPhase()
 	if err != nil {
 		return err
 	}
 	end := time.Now()
 	e.decide(items, x0, runs)
+	if e.self {
+		e.keepNewestPass(items, z, zu)
+	}
 	e.Stats.DraftTime += mid.Sub(start)
 	e.Stats.TargetTime += end.Sub(mid)
 	e.Stats.OtherTime += time.Since(end)
@@ -235,7 +234,7 @@ func (e *Engine) draftPhase() (int, error) {
 		rows := make([]mar.DenoiseRow, len(imgs))
 		for r, st := range imgs {
 			idx := st.known + s
-			rows[r] = e.row(e.draft, z, zu, r, st.order[idx], idx, e.noise.Draft(st.job.Index, st.order[idx]))
+			rows[r] = e.row(e.draft, z, zu, r, st.order[idx], idx, st.noise.Draft(st.job.Index, st.order[idx]))
 		}
 		x0 := mar.Rows(len(rows), e.D)
 		traces := make([]diffusion.Trace, len(rows))
@@ -260,8 +259,7 @@ type targetItem struct {
 
 // targetPhase builds every image's target contexts, runs the target transformer once over all
 // of them, and the target head for every position to verify or sample.
-func (e *Engine) targetPhase() ([]targetItem, [][]float64, []align.Run, error) {
-	var items []targetItem
+func (e *Engine) targetPhase() (items []targetItem, x0 [][]float64, runs []align.Run, z, zu []float32, err error) {
 	rows := 0
 	for _, st := range e.active {
 		switch {
@@ -296,9 +294,8 @@ func (e *Engine) targetPhase() ([]targetItem, [][]float64, []align.Run, error) {
 			}
 		}
 	}
-	z, zu, err := e.condition(e.target, ctx)
-	if err != nil {
-		return nil, nil, nil, err
+	if z, zu, err = e.condition(e.target, ctx); err != nil {
+		return
 	}
 	e.Stats.TargetForwards++
 	e.Stats.TargetRows += rows
@@ -306,29 +303,40 @@ func (e *Engine) targetPhase() ([]targetItem, [][]float64, []align.Run, error) {
 	for i, it := range items {
 		idx := it.img.known + it.j
 		pos := it.img.order[idx]
-		drows[i] = e.row(e.target, z, zu, it.row, pos, idx, e.noise.Target(it.img.job.Index, pos))
+		drows[i] = e.row(e.target, z, zu, it.row, pos, idx, it.img.noise.Target(it.img.job.Index, pos))
 	}
-	x0 := mar.Rows(len(items), e.D)
-	traces := make([]diffusion.Trace, len(items))
-	if err := e.denT.Run(drows, x0, traces); err != nil {
-		return nil, nil, nil, err
+	x0 = mar.Rows(len(items), e.D)
+	if runs, err = e.targetHead(drows, x0); err != nil {
+		return
 	}
-	runs := make([]align.Run, len(items))
-	for i := range items {
-		runs[i] = align.Run{Trace: traces[i], Noise: drows[i].Noise}
-	}
-	return items, x0, runs, nil
+	return items, x0, runs, z, zu, nil
+}
+
+// targetHead runs the target's diffusion head over rows into x0, timing it apart from the
+// transformer (the cost ratio c of the GPU prediction needs both parts).
+func (e *Engine) targetHead(rows []mar.DenoiseRow, x0 [][]float64) ([]align.Run, error) {
+	start := time.Now()
+	runs, err := e.runHead(e.denT, rows, x0)
+	e.Stats.TargetHeadTime += time.Since(start)
+	e.Stats.TargetTokens += len(rows)
+	return runs, err
 }
 
 // decide accepts, resamples or takes the target's tokens, image by image.
 func (e *Engine) decide(items []targetItem, x0 [][]float64, runs []align.Run) {
+	eachImage(items, func(from, to int) {
+		e.decideImage(items[from].img, items[from:to], x0[from:to], runs[from:to])
+	})
+}
+
+// eachImage calls f with the range of items of each image (an image's items are adjacent).
+func eachImage(items []targetItem, f func(from, to int)) {
 	for start := 0; start < len(items); {
-		st := items[start].img
 		end := start
-		for end < len(items) && items[end].img == st {
+		for end < len(items) && items[end].img == items[start].img {
 			end++
 		}
-		e.decideImage(st, items[start:end], x0[start:end], runs[start:end])
+		f(start, end)
 		start = end
 	}
 }
@@ -359,19 +367,24 @@ func (e *Engine) decideImage(st *imageState, items []targetItem, x0 [][]float64,
 }
 
 // judge tests the draft token for st's next position against the target's run for the same
-// position (targetX0 is the target's own sample there, for the distance statistic). An accepted
-// draft is fixed; a rejected one is replaced by a draw from the modified distribution. It
-// reports whether the draft was accepted.
+// position (targetX0 is the target's own sample there). An accepted draft is fixed; a rejected
+// one is replaced by a draw from the modified distribution, or by targetX0 under
+// Rejection=Target. It reports whether the draft was accepted.
 func (e *Engine) judge(st *imageState, q, p align.Run, draft, targetX0 []float64) bool {
 	logR, logSigma := align.LogRatio(e.cfg.Acceptance, q, p, draft)
 	pos, step := st.order[st.known], st.known
 	st.stats.Drafted++
 	st.stats.SumSquaredDistance += align.SquaredDistance(draft, targetX0)
 	st.stats.SumLogSigma += logSigma
-	if math.Log(st.rng.Float64()) < logR {
+	st.stats.SumAcceptProb += acceptProb(logR + e.cfg.Tolerance)
+	if lambda := e.cfg.Tolerance; lambda > 0 {
+		st.stats.SumToleranceGain += acceptProb(logR+lambda) - acceptProb(logR)
+	}
+	if math.Log(st.rng.Float64()) < logR+e.cfg.Tolerance {
 		st.stats.Accepted++
 		st.stats.AcceptedAtStep[step]++
 		st.stats.AcceptedAtPos[pos]++
+		st.accepted++
 		e.auto.observeDraft(true)
 		e.fix(st, draft)
 		return true
@@ -379,6 +392,11 @@ func (e *Engine) judge(st *imageState, q, p align.Run, draft, targetX0 []float64
 	e.auto.observeDraft(false)
 	st.stats.RejectedAtStep[step]++
 	st.stats.RejectedAtPos[pos]++
+	if e.cfg.Rejection == Target {
+		st.stats.Fallbacks++
+		e.fix(st, targetX0)
+		return false
+	}
 	res := ResampleModified(st.rng, p.Trace.LastMean, p.Trace.LastLogVar, q.Trace.LastMean, q.Trace.LastLogVar,
 		logSigma, e.cfg.MaxResampleTries)
 	st.stats.Resampled++
@@ -398,56 +416,4 @@ func (e *Engine) fix(st *imageState, x []float64) {
 	}
 	st.mask[pos] = 0
 	st.known++
-}
-
-// Run generates all jobs, keeping at most maxBatch images in flight: finished images leave and
-// waiting ones join between rounds. Results come back in job order.
-func (e *Engine) Run(jobs []Job, maxBatch int) ([]Result, error) {
-	if maxBatch < 1 {
-		maxBatch = len(jobs)
-	}
-	results := make([]Result, 0, len(jobs))
-	next := 0
-	for next < len(jobs) || e.Active() > 0 {
-		if free := maxBatch - e.Active(); free > 0 && next < len(jobs) {
-			n := min(free, len(jobs)-next)
-			if err := e.Add(jobs[next : next+n]...); err != nil {
-				return nil, err
-			}
-			next += n
-		}
-		done, err := e.Round()
-		if err != nil {
-			return nil, err
-		}
-		results = append(results, done...)
-	}
-	order := map[int]int{}
-	for i, j := range jobs {
-		order[j.Index] = i
-	}
-	sorted := make([]Result, len(results))
-	for _, r := range results {
-		sorted[order[r.Index]] = r
-	}
-	return sorted, nil
-}
-
-// Generate runs speculative decoding for one image per class (image i gets index
-// firstIndex+i) with at most maxBatch in flight, and summarises the run with its wall time.
-func Generate(target, draft *mar.Model, cfg Config, classes []int, firstIndex, maxBatch int) ([]Result, Summary, error) {
-	e, err := NewEngine(target, draft, cfg)
-	if err != nil {
-		return nil, Summary{}, err
-	}
-	jobs := make([]Job, len(classes))
-	for i, c := range classes {
-		jobs[i] = Job{Index: firstIndex + i, Class: c}
-	}
-	start := time.Now()
-	res, err := e.Run(jobs, maxBatch)
-	if err != nil {
-		return nil, Summary{}, err
-	}
-	return res, Summarize(res, e.Stats, time.Since(start).Seconds()), nil
 }

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"marspec/align"
-	"marspec/diffusion"
 	"marspec/mar"
 )
 
@@ -26,7 +25,7 @@ func (e *Engine) lazyRound() error {
 		}
 		start := time.Now()
 		if len(drafting) > 0 {
-			x0, runs, err := e.nextToken(e.draft, e.denD, drafting, e.noise.Draft)
+			x0, runs, err := e.lazyDrafts(drafting, j)
 			if err != nil {
 				return err
 			}
@@ -34,12 +33,10 @@ func (e *Engine) lazyRound() error {
 				st.drafts = append(st.drafts, x0[i])
 				st.draftRuns = append(st.draftRuns, runs[i])
 			}
-			e.Stats.DraftForwards++
-			e.Stats.DraftRows += len(drafting)
 			draftRows += len(drafting)
 		}
 		mid := time.Now()
-		x0, runs, err := e.nextToken(e.target, e.denT, open, e.noise.Target)
+		x0, runs, z, zu, err := e.nextToken(e.target, e.denT, open, false)
 		if err != nil {
 			return err
 		}
@@ -51,6 +48,10 @@ func (e *Engine) lazyRound() error {
 		for i, st := range open {
 			if e.decideDepth(st, j, x0[i], runs[i]) {
 				still = append(still, st)
+			} else if e.self && st.known < e.L {
+				// row j (verified + the accepted drafts 0..j-1) is the image's last and newest
+				// verified pass; kept only now, as the round's later drafts come from the old one
+				e.keepZ(st, z, zu, i)
 			}
 		}
 		open = still
@@ -88,33 +89,54 @@ func (e *Engine) decideDepth(st *imageState, j int, targetX0 []float64, targetRu
 	return j+1 < st.gamma || st.known < e.L
 }
 
+// lazyDrafts proposes draft j of each image: from the draft network over the image's current
+// tokens (its verified ones plus drafts 0..j-1, all accepted), or, self-drafting, from the
+// target pass cached at the start of the round (the same draft the batched schedule makes).
+func (e *Engine) lazyDrafts(imgs []*imageState, j int) ([][]float64, []align.Run, error) {
+	if e.self {
+		depths := make([]int, len(imgs))
+		for i := range depths {
+			depths[i] = j
+		}
+		return e.selfDraft(imgs, depths)
+	}
+	x0, runs, _, _, err := e.nextToken(e.draft, e.denD, imgs, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.Stats.DraftForwards++
+	e.Stats.DraftRows += len(imgs)
+	return x0, runs, nil
+}
+
 // nextToken samples, with model m, the next position of each image's order given its current
-// tokens: one transformer pass over the images' contexts, then the diffusion head.
-func (e *Engine) nextToken(m *mar.Model, den *mar.Denoiser, imgs []*imageState,
-	noise func(image, pos int) *diffusion.TokenNoise) ([][]float64, []align.Run, error) {
+// tokens: one transformer pass over the images' contexts, then the diffusion head, with each
+// token's draft or target noise. It also returns the pass's z (and zu under CFG).
+func (e *Engine) nextToken(m *mar.Model, den *mar.Denoiser, imgs []*imageState, drafting bool) (
+	x0 [][]float64, runs []align.Run, z, zu []float32, err error) {
 	ctx := mar.NewContextBatch(len(imgs), e.L, e.D)
 	for r, st := range imgs {
 		copy(ctx.Tokens[r*e.L*e.D:], st.tokens)
 		copy(ctx.Mask[r*e.L:], st.mask)
 		ctx.ClassIDs[r] = int64(st.job.Class)
 	}
-	z, zu, err := e.condition(m, ctx)
-	if err != nil {
-		return nil, nil, err
+	if z, zu, err = e.condition(m, ctx); err != nil {
+		return
 	}
 	rows := make([]mar.DenoiseRow, len(imgs))
 	for r, st := range imgs {
 		pos := st.order[st.known]
-		rows[r] = e.row(m, z, zu, r, pos, st.known, noise(st.job.Index, pos))
+		noise := st.noise.Target(st.job.Index, pos)
+		if drafting {
+			noise = st.noise.Draft(st.job.Index, pos)
+		}
+		rows[r] = e.row(m, z, zu, r, pos, st.known, noise)
 	}
-	x0 := mar.Rows(len(rows), e.D)
-	traces := make([]diffusion.Trace, len(rows))
-	if err := den.Run(rows, x0, traces); err != nil {
-		return nil, nil, err
+	x0 = mar.Rows(len(rows), e.D)
+	if drafting {
+		runs, err = e.runHead(den, rows, x0)
+	} else {
+		runs, err = e.targetHead(rows, x0)
 	}
-	runs := make([]align.Run, len(rows))
-	for r := range rows {
-		runs[r] = align.Run{Trace: traces[r], Noise: rows[r].Noise}
-	}
-	return x0, runs, nil
+	return x0, runs, z, zu, err
 }

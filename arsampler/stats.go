@@ -8,9 +8,13 @@ type ImageStats struct {
 	Drafted    int `json:"drafted"`     // draft tokens that were verified
 	Accepted   int `json:"accepted"`    // of those, accepted
 	Resampled  int `json:"resampled"`   // rejected tokens replaced from the modified distribution
+	Fallbacks  int `json:"fallbacks"`   // rejected tokens replaced by the target's own draw (rejection=target)
 	Bonus      int `json:"bonus"`       // target tokens after a fully accepted round
 	TargetOnly int `json:"target_only"` // tokens from rounds where auto gamma chose 0
 	Rounds     int `json:"rounds"`
+	// DraftCalls counts the sequential draft calls the image's rounds need when laid out batched:
+	// gamma draft AR steps per round with a draft network, one head run per round self-drafting
+	DraftCalls int `json:"draft_calls"`
 	Tries      int `json:"resampler_tries"`
 	BoundHits  int `json:"resampler_bound_hits"`
 	// per AR step (order index) and per grid position: accepted and rejected drafts
@@ -22,6 +26,12 @@ type ImageStats struct {
 	// position and noise, over verified drafts (the paper's Table 4 distance, squared)
 	SumSquaredDistance float64 `json:"sum_squared_distance"`
 	SumLogSigma        float64 `json:"sum_log_sigma"`
+	// sum over judged drafts of min(1, e^lambda r) - min(1, r): the acceptance the tolerance
+	// added; its mean estimates the tolerance's per-token TV bias (lossy.go)
+	SumToleranceGain float64 `json:"sum_tolerance_gain"`
+	// sum over judged drafts of the acceptance probability used: the Rao-Blackwellised count of
+	// accepted drafts (same mean, less noise)
+	SumAcceptProb float64 `json:"sum_accept_prob"`
 }
 
 func newImageStats(L int) ImageStats {
@@ -43,6 +53,10 @@ func (s *ImageStats) Add(o ImageStats) {
 	s.Drafted += o.Drafted
 	s.Accepted += o.Accepted
 	s.Resampled += o.Resampled
+	s.Fallbacks += o.Fallbacks
+	s.DraftCalls += o.DraftCalls
+	s.SumToleranceGain += o.SumToleranceGain
+	s.SumAcceptProb += o.SumAcceptProb
 	s.Bonus += o.Bonus
 	s.TargetOnly += o.TargetOnly
 	s.Rounds += o.Rounds
@@ -69,7 +83,10 @@ type EngineStats struct {
 	TargetRows     int           `json:"target_rows"`     // context rows in those passes
 	DraftForwards  int           `json:"draft_forwards"`
 	DraftRows      int           `json:"draft_rows"`
+	TargetTokens   int           `json:"target_tokens"`   // target head runs (tokens sampled by the target)
+	DraftHeadRows  int           `json:"draft_head_rows"` // self-drafting: tokens drafted by the target's head
 	TargetTime     time.Duration `json:"-"`
+	TargetHeadTime time.Duration `json:"-"` // the part of TargetTime spent in the diffusion head
 	DraftTime      time.Duration `json:"-"`
 	OtherTime      time.Duration `json:"-"` // acceptance tests, resampling, bookkeeping
 	Rounds         int           `json:"rounds"`

@@ -4,21 +4,44 @@ import "math"
 
 // Summary is the statistics of one speculative run, as the CLI and the service report them.
 type Summary struct {
-	Images             int       `json:"images"`
-	Alpha              float64   `json:"alpha"`
-	Drafted            int       `json:"drafted"`
-	Accepted           int       `json:"accepted"`
-	Resampled          int       `json:"resampled"`
-	Bonus              int       `json:"bonus"`
-	Prefilled          int       `json:"prefilled"`
-	TargetOnly         int       `json:"target_only"`
-	TargetForwards     int       `json:"target_forwards"`
-	TargetRows         int       `json:"target_rows"`
-	DraftForwards      int       `json:"draft_forwards"`
-	DraftRows          int       `json:"draft_rows"`
-	Rounds             int       `json:"rounds"`
-	MeanGamma          float64   `json:"mean_gamma"`
-	TokensPerTarget    float64   `json:"tokens_per_target_pass"` // tokens per image per target pass
+	Images int     `json:"images"`
+	Alpha  float64 `json:"alpha"`
+	// Hoeffding interval of alpha at AlphaConfidence, treating the judged drafts as independent
+	// (seed 000, section 3.5); drafts of one image are not quite, so the image-level interval
+	// below is the one that holds without that assumption
+	AlphaLow        float64 `json:"alpha_low"`
+	AlphaHigh       float64 `json:"alpha_high"`
+	AlphaConfidence float64 `json:"alpha_confidence"`
+	// mean acceptance probability of the judged drafts: alpha's Rao-Blackwellised estimate
+	MeanAcceptProb float64 `json:"mean_accept_prob"`
+	// mean of the per-image alphas over images with drafts, with its Hoeffding interval: images
+	// are independent, so this one is valid as stated
+	ImageAlphaMean  float64 `json:"image_alpha_mean"`
+	ImageAlphaLow   float64 `json:"image_alpha_low"`
+	ImageAlphaHigh  float64 `json:"image_alpha_high"`
+	Drafted         int     `json:"drafted"`
+	Accepted        int     `json:"accepted"`
+	Resampled       int     `json:"resampled"`
+	Fallbacks       int     `json:"fallbacks"`
+	Bonus           int     `json:"bonus"`
+	Prefilled       int     `json:"prefilled"`
+	TargetOnly      int     `json:"target_only"`
+	TargetForwards  int     `json:"target_forwards"`
+	TargetRows      int     `json:"target_rows"`
+	DraftForwards   int     `json:"draft_forwards"`
+	DraftRows       int     `json:"draft_rows"`
+	Rounds          int     `json:"rounds"`
+	MeanGamma       float64 `json:"mean_gamma"`
+	TokensPerTarget float64 `json:"tokens_per_target_pass"` // tokens per image per target pass
+	RowsPerToken    float64 `json:"target_rows_per_token"`
+	// GPU prediction (PredictedGPUSpeedup): c from this run's timings (CostRatio), sequential
+	// draft calls per round, and the speedup from the measured tokens per target pass
+	CostRatio           float64 `json:"cost_ratio_c"`
+	DraftCallsPerRound  float64 `json:"draft_calls_per_round"`
+	PredictedGPUSpeedup float64 `json:"gpu_speedup_predicted"`
+	// mean over judged drafts of the acceptance the tolerance added: the estimated per-token TV
+	// bias of the tolerance (exact criterion, residual rejection; lossy.go)
+	ToleranceTVBias    float64   `json:"tolerance_tv_bias"`
 	ResamplerTries     int       `json:"resampler_tries"`
 	ResamplerBoundHits int       `json:"resampler_bound_hits"`
 	MeanTokenDistance  float64   `json:"mean_token_distance"` // RMS draft-target distance over verified drafts
@@ -43,7 +66,21 @@ func Summarize(results []Result, es EngineStats, seconds float64) Summary {
 		s.PerImageAlpha = append(s.PerImageAlpha, r.Stats.Alpha())
 	}
 	s.Alpha = tot.Alpha()
+	s.AlphaLow, s.AlphaHigh = hoeffdingInterval(s.Alpha, tot.Drafted)
+	s.AlphaConfidence = AlphaConfidence
+	withDrafts := 0
+	for _, r := range results {
+		if r.Stats.Drafted > 0 {
+			s.ImageAlphaMean += r.Stats.Alpha()
+			withDrafts++
+		}
+	}
+	if withDrafts > 0 {
+		s.ImageAlphaMean /= float64(withDrafts)
+	}
+	s.ImageAlphaLow, s.ImageAlphaHigh = hoeffdingInterval(s.ImageAlphaMean, withDrafts)
 	s.Drafted, s.Accepted, s.Resampled, s.Bonus = tot.Drafted, tot.Accepted, tot.Resampled, tot.Bonus
+	s.Fallbacks = tot.Fallbacks
 	s.Prefilled, s.TargetOnly = tot.Prefilled, tot.TargetOnly
 	s.TargetForwards, s.TargetRows, s.DraftForwards, s.DraftRows = es.TargetForwards, es.TargetRows, es.DraftForwards, es.DraftRows
 	s.Rounds = es.Rounds
@@ -57,6 +94,14 @@ func Summarize(results []Result, es EngineStats, seconds float64) Summary {
 	// every image takes part in one target pass per round, so tokens per pass per image is
 	// tokens over the images' rounds (target-only decoding scores 1)
 	s.TokensPerTarget = float64(tokens) / float64(max(tot.Rounds, 1))
+	s.RowsPerToken = float64(es.TargetRows) / float64(max(tokens, 1))
+	s.CostRatio = CostRatio(es)
+	s.DraftCallsPerRound = float64(tot.DraftCalls) / float64(max(tot.Rounds, 1))
+	s.PredictedGPUSpeedup = PredictedGPUSpeedup(s.TokensPerTarget, s.DraftCallsPerRound, s.CostRatio)
+	if tot.Drafted > 0 {
+		s.ToleranceTVBias = tot.SumToleranceGain / float64(tot.Drafted)
+		s.MeanAcceptProb = tot.SumAcceptProb / float64(tot.Drafted)
+	}
 	s.ResamplerTries, s.ResamplerBoundHits = tot.Tries, tot.BoundHits
 	if tot.Drafted > 0 {
 		s.MeanTokenDistance = math.Sqrt(tot.SumSquaredDistance / float64(tot.Drafted))

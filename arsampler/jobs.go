@@ -1,0 +1,142 @@
+package arsampler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"marspec/mar"
+)
+
+// Job is one image to generate. All randomness of the image (its generation order, the noise of
+// every token's diffusion runs, its acceptance and resampling draws) is keyed by (Seed, Index,
+// position) and nothing else, so an image does not depend on the batch it runs in, on other
+// requests merged into that batch, or on when it joins (with a fixed gamma: auto gamma pools its
+// alpha estimate over the batch).
+type Job struct {
+	Index int
+	Class int
+	// Seed is the image's own seed; 0 means the configuration's (Config.Sampling.Seed).
+	Seed uint64
+	// Request names the request the image belongs to, for Engine.Remove and the caller's
+	// bookkeeping; the engine never interprets it.
+	Request string
+}
+
+// Result is a finished image and its statistics.
+type Result struct {
+	Index, Class int
+	Seed         uint64 // the seed the image used (the configuration's when its Job had 0)
+	Request      string
+	Tokens       []float32
+	Pixels       []uint8
+	Stats        ImageStats
+	slot         int // position in Run's job list; -1 for images added by Add
+}
+
+// Add lets images join the batch; they take part from the next round on.
+func (e *Engine) Add(jobs ...Job) error { return e.add(-1, jobs) }
+
+// add admits jobs; the i-th remembers slot first+i (or -1 when first is -1).
+func (e *Engine) add(first int, jobs []Job) error {
+	for _, j := range jobs {
+		if j.Class < 0 || j.Class >= len(e.target.Manifest.Classes) {
+			return fmt.Errorf("class %d out of range (allowed: 0 to %d)", j.Class, len(e.target.Manifest.Classes)-1)
+		}
+		if j.Index < 0 {
+			return fmt.Errorf("image index %d must not be negative", j.Index)
+		}
+	}
+	for i, j := range jobs {
+		seed := j.Seed
+		if seed == 0 {
+			seed = e.cfg.Sampling.Seed
+		}
+		noise := e.noise
+		noise.Seed = seed
+		st := &imageState{job: j, seed: seed, noise: noise, slot: -1,
+			order:  mar.OrderFor(seed, j.Index, e.L),
+			tokens: make([]float32, e.L*e.D), mask: make([]float32, e.L),
+			rng:   rand.New(rand.NewPCG(seed^0x3c6ef372fe94f82b, uint64(j.Index))),
+			stats: newImageStats(e.L)}
+		if first >= 0 {
+			st.slot = first + i
+		}
+		for k := range st.mask {
+			st.mask[k] = 1
+		}
+		e.active = append(e.active, st)
+	}
+	return nil
+}
+
+// Remove drops the unfinished images of a request (a cancelled request) and returns how many it
+// dropped. Call it between rounds; the other images are not affected.
+func (e *Engine) Remove(request string) int {
+	keep := e.active[:0]
+	for _, st := range e.active {
+		if st.job.Request != request {
+			keep = append(keep, st)
+		}
+	}
+	n := len(e.active) - len(keep)
+	clear(e.active[len(keep):]) // let the dropped images be collected
+	e.active = keep
+	return n
+}
+
+// Active is the number of unfinished images.
+func (e *Engine) Active() int { return len(e.active) }
+
+// Run generates all jobs, keeping at most maxBatch images in flight: finished images leave and
+// waiting ones join between rounds. Results come back in job order, matched by the job's
+// position in the list (two requests may both have an image with index 0).
+func (e *Engine) Run(jobs []Job, maxBatch int) ([]Result, error) {
+	if maxBatch < 1 {
+		maxBatch = len(jobs)
+	}
+	results := make([]Result, 0, len(jobs))
+	next := 0
+	for next < len(jobs) || e.Active() > 0 {
+		if free := maxBatch - e.Active(); free > 0 && next < len(jobs) {
+			n := min(free, len(jobs)-next)
+			if err := e.add(next, jobs[next:next+n]); err != nil {
+				return nil, err
+			}
+			next += n
+		}
+		done, err := e.Round()
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, done...)
+	}
+	sort.Slice(results, func(a, b int) bool { return results[a].slot < results[b].slot })
+	return results, nil
+}
+
+// Generate runs speculative decoding for one image per class (image i gets index
+// firstIndex+i and the configuration's seed) with at most maxBatch in flight, and summarises the
+// run with its wall time. draft may be nil when cfg.SelfDraft is set.
+func Generate(target, draft *mar.Model, cfg Config, classes []int, firstIndex, maxBatch int) ([]Result, Summary, error) {
+	jobs := make([]Job, len(classes))
+	for i, c := range classes {
+		jobs[i] = Job{Index: firstIndex + i, Class: c}
+	}
+	return GenerateJobs(target, draft, cfg, jobs, maxBatch)
+}
+
+// GenerateJobs is Generate for explicit jobs (their own seeds and requests).
+func GenerateJobs(target, draft *mar.Model, cfg Config, jobs []Job, maxBatch int) ([]Result, Summary, error) {
+	e, err := NewEngine(target, draft, cfg)
+	if err != nil {
+		return nil, Summary{}, err
+	}
+	start := time.Now()
+	res, err := e.Run(jobs, maxBatch)
+	if err != nil {
+		return nil, Summary{}, err
+	}
+	return res, Summarize(res, e.Stats, time.Since(start).Seconds()), nil
+}
