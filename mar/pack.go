@@ -26,6 +26,10 @@ type Manifest struct {
 		Kind  string `json:"kind"`
 		Patch int    `json:"patch"`
 		Scale string `json:"scale"`
+		// Graph names the decoder graph of a vae_decoder tokenizer (mar/decoder.go);
+		// LatentScale records the factor that graph divides tokens by (it applies it itself).
+		Graph       string  `json:"graph,omitempty"`
+		LatentScale float64 `json:"latent_scale,omitempty"`
 	} `json:"tokenizer"`
 	Grid struct {
 		Height int `json:"height"`
@@ -57,6 +61,7 @@ type Pack struct {
 	Transformer []byte
 	Head        []byte
 	HeadLoop    []byte // nil when the manifest names none
+	Decoder     []byte // the vae_decoder tokenizer's graph; nil for fixed tokenizers
 	// headLoopErr is a named but unreadable fused graph, reported by Open after the other
 	// graphs so errors come in the order transformer, head, fused head.
 	headLoopErr error
@@ -104,14 +109,16 @@ func (m *Manifest) validate() error {
 		return errors.New("name is missing")
 	case m.Image.Height < 1 || m.Image.Width < 1 || m.Image.Channels < 1:
 		return errors.New("image height, width and channels are missing or not positive")
-	case m.Tokenizer.Kind != "space_to_depth":
-		return fmt.Errorf("tokenizer kind %q unsupported (allowed: space_to_depth)", m.Tokenizer.Kind)
+	case m.Tokenizer.Kind != "space_to_depth" && m.Tokenizer.Kind != TokenizerVAEDecoder:
+		return fmt.Errorf("tokenizer kind %q unsupported (allowed: space_to_depth, %s)", m.Tokenizer.Kind, TokenizerVAEDecoder)
+	case m.Tokenizer.Kind == TokenizerVAEDecoder && !isPackFileName(m.Tokenizer.Graph):
+		return fmt.Errorf("tokenizer graph %q: want a file name in the pack folder ending in .onnx", m.Tokenizer.Graph)
 	case m.Tokenizer.Patch < 1:
 		return errors.New("tokenizer patch is missing or not positive")
 	case m.Grid.Height*m.Tokenizer.Patch != m.Image.Height || m.Grid.Width*m.Tokenizer.Patch != m.Image.Width:
 		return fmt.Errorf("grid %dx%d with patch %d does not cover image %dx%d",
 			m.Grid.Height, m.Grid.Width, m.Tokenizer.Patch, m.Image.Height, m.Image.Width)
-	case m.TokenDim != m.Image.Channels*m.Tokenizer.Patch*m.Tokenizer.Patch:
+	case m.Tokenizer.Kind == "space_to_depth" && m.TokenDim != m.Image.Channels*m.Tokenizer.Patch*m.Tokenizer.Patch:
 		return fmt.Errorf("token_dim %d != channels*patch*patch = %d", m.TokenDim, m.Image.Channels*m.Tokenizer.Patch*m.Tokenizer.Patch)
 	case m.Width < 1:
 		return errors.New("width is missing or not positive")
@@ -177,6 +184,11 @@ func LoadPackFS(fsys fs.FS, dir, source string) (*Pack, error) {
 	if m.HeadLoop != nil {
 		p.HeadLoop, p.headLoopErr = read(m.HeadLoop.File)
 	}
+	if m.Tokenizer.Kind == TokenizerVAEDecoder {
+		if p.Decoder, err = read(m.Tokenizer.Graph); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -191,9 +203,12 @@ func LoadPackDir(dir string) (*Pack, error) {
 
 // Open builds a runnable model from a pack (ONNX Runtime must be initialised).
 func (p *Pack) Open(opt SessionOptions) (*Model, error) {
-	tok, err := NewTokenizer(p.Manifest) // before the sessions, so a failure leaks none
-	if err != nil {
-		return nil, err
+	var tok Tokenizer
+	var err error
+	if p.Manifest.Tokenizer.Kind != TokenizerVAEDecoder { // before the sessions, so a failure leaks none
+		if tok, err = NewTokenizer(p.Manifest); err != nil {
+			return nil, err
+		}
 	}
 	tr, err := NewONNXTransformer(p.Transformer, p.Manifest, opt, p.Source+"/transformer.onnx")
 	if err != nil {
@@ -211,6 +226,13 @@ func (p *Pack) Open(opt SessionOptions) (*Model, error) {
 	}
 	if p.HeadLoop != nil {
 		if head.loop, err = NewHeadLoop(p.HeadLoop, p.Manifest, opt, p.Source+"/"+p.Manifest.HeadLoop.File); err != nil {
+			tr.Close()
+			head.Close()
+			return nil, err
+		}
+	}
+	if tok == nil { // the decoder graph is a session too: opened last, closed with the others on failure
+		if tok, err = NewONNXDecoder(p.Decoder, p.Manifest, opt, p.Source+"/"+p.Manifest.Tokenizer.Graph); err != nil {
 			tr.Close()
 			head.Close()
 			return nil, err
