@@ -36,6 +36,9 @@ func (d *Denoiser) runFused(loop *HeadLoop, rows []DenoiseRow, x0 [][]float64, t
 			for i := 0; i < steps; i++ {
 				copy(in.Noise[(i*n+r)*dim:(i*n+r+1)*dim], row.Noise.Eps[i])
 			}
+			if !d.Options.FinalStepNoise { // MAR's last step returns the mean
+				clear(in.Noise[((steps-1)*n+r)*dim : ((steps-1)*n+r+1)*dim])
+			}
 		}
 		d.fillSchedule(in)
 	}, func(out LoopOutputs) {
@@ -47,13 +50,16 @@ func (d *Denoiser) runFused(loop *HeadLoop, rows []DenoiseRow, x0 [][]float64, t
 			// Summed in the per-step path's order (step by step, then by dimension): equal sums.
 			tr := diffusion.Trace{}
 			for i := 0; i < steps-1; i++ {
-				for _, lv := range out.LogVar[(i*n+r)*dim : (i*n+r+1)*dim] {
-					tr.SumHalfLogVar += lv / 2
+				for _, h := range out.HalfLogVar[(i*n+r)*dim : (i*n+r+1)*dim] {
+					tr.SumHalfLogVar += h
 				}
 			}
 			tr.LastMean = append(traces[r].LastMean[:0], out.LastMean[r*dim:(r+1)*dim]...)
 			last := (steps-1)*n + r
-			tr.LastLogVar = append(traces[r].LastLogVar[:0], out.LogVar[last*dim:(last+1)*dim]...)
+			tr.LastLogVar = traces[r].LastLogVar[:0]
+			for _, h := range out.HalfLogVar[last*dim : (last+1)*dim] {
+				tr.LastLogVar = append(tr.LastLogVar, 2*h)
+			}
 			traces[r] = tr
 		}
 	})
@@ -64,6 +70,10 @@ func (d *Denoiser) runFused(loop *HeadLoop, rows []DenoiseRow, x0 [][]float64, t
 // are the same float64 values); TestFusedMatchesPerStep would catch any drift.
 func (d *Denoiser) fillSchedule(in LoopInputs) {
 	s, opt := d.Schedule, d.Options
+	tempLog := 0.0
+	if opt.Temperature > 0 && opt.Temperature != 1 {
+		tempLog = 2 * math.Log(opt.Temperature)
+	}
 	steps := s.Steps()
 	for i := 0; i < steps; i++ {
 		k := steps - 1 - i
@@ -76,17 +86,9 @@ func (d *Denoiser) fillSchedule(in LoopInputs) {
 		c[coefSqrtRecipM1Acp] = math.Sqrt(1/acp - 1)
 		c[coefMean1] = b * math.Sqrt(prev) / (1 - acp)
 		c[coefMean2] = (1 - prev) * math.Sqrt(1-b) / (1 - acp)
-		c[coefLogBeta] = s.LogBeta(k)
-		c[coefPostLogVar] = s.PosteriorLogVariance(k)
-		c[coefNoiseOn] = 1
-		if k == 0 && !opt.FinalStepNoise {
-			c[coefNoiseOn] = 0
-		}
+		c[coefHalfLogVar0] = (s.PosteriorLogVariance(k) + tempLog) / 2
+		c[coefHalfLogVar1] = (s.LogBeta(k) - s.PosteriorLogVariance(k)) / 4
 		in.T[i] = float32(s.TrainingTimestep(k))
-	}
-	in.TempLog[0] = 0
-	if opt.Temperature > 0 && opt.Temperature != 1 {
-		in.TempLog[0] = 2 * math.Log(opt.Temperature)
 	}
 	in.Clip[0], in.Clip[1] = math.Inf(-1), math.Inf(1)
 	if opt.ClipX0 {

@@ -9,15 +9,15 @@ import (
 // HeadLoopFormat is the version of the fused reverse-diffusion graph (docs/model-pack.md).
 const HeadLoopFormat = "marspec-head-loop/1"
 
-// Columns of the fused graph's coef input, one row per sampling step taken.
+// Columns of the fused graph's coef input, one row per sampling step taken: the posterior's
+// coefficients and half its log-variance as lv0 + (v+1)*lv1.
 const (
 	coefSqrtRecipAcp = iota
 	coefSqrtRecipM1Acp
 	coefMean1
 	coefMean2
-	coefLogBeta
-	coefPostLogVar
-	coefNoiseOn
+	coefHalfLogVar0 // (posterior log-variance + 2 log temperature) / 2
+	coefHalfLogVar1 // (log beta - posterior log-variance) / 4
 	numCoefs
 )
 
@@ -31,21 +31,20 @@ type HeadLoop struct {
 // LoopInputs are the fused graph's input tensors, filled in place. Rows: N tokens, S steps,
 // G halves (2 under guidance: cond rows, then uncond rows).
 type LoopInputs struct {
-	XT      []float64 // [N, D]
-	Noise   []float64 // [S, N, D]; step i of the run (respaced index S-1-i)
-	Z       []float32 // [G, N, W]
-	CFG     []float64 // [N] guidance scale per row
-	T       []float32 // [S] training timestep of each step
-	Coef    []float64 // [S, numCoefs]
-	TempLog []float64 // [1] 2*log(temperature)
-	Clip    []float64 // [2] x0 bounds (±Inf: no clipping)
+	XT    []float64 // [N, D]
+	Noise []float64 // [S, N, D]; step i of the run (respaced index S-1-i); zero = no noise
+	Z     []float32 // [G, N, W]
+	CFG   []float64 // [N] guidance scale per row
+	T     []float32 // [S] training timestep of each step
+	Coef  []float64 // [S, numCoefs]
+	Clip  []float64 // [2] x0 bounds (±Inf: no clipping)
 }
 
 // LoopOutputs are the fused graph's outputs, valid only during the read callback.
 type LoopOutputs struct {
-	X0       []float64 // [N, D]
-	LastMean []float64 // [N, D] mean of the last step
-	LogVar   []float64 // [S, N, D] log-variance of every step
+	X0         []float64 // [N, D]
+	LastMean   []float64 // [N, D] mean of the last step
+	HalfLogVar []float64 // [S, N, D] half the log-variance of every step
 }
 
 // NewHeadLoop opens head_loop.onnx and checks it against the pack.
@@ -54,9 +53,8 @@ func NewHeadLoop(data []byte, m *Manifest, opt SessionOptions, source string) (*
 	f64 := func(name string, shape ...int64) IOSpec { return IOSpec{Name: name, Float64: true, Shape: shape} }
 	g, err := NewGraph(data, source, opt,
 		[]IOSpec{f64("x_T", -1, D), f64("noise", -2, -1, D), {Name: "z", Shape: []int64{-3, -1, W}},
-			f64("cfg", -1, 1), {Name: "t", Shape: []int64{-2}}, f64("coef", -2, numCoefs),
-			f64("temp_log", 1), f64("clip", 2)},
-		[]IOSpec{f64("x0", -1, D), f64("last_mean", -1, D), f64("log_var", -2, -1, D)})
+			f64("cfg", -1, 1), {Name: "t", Shape: []int64{-2}}, f64("coef", -2, numCoefs), f64("clip", 2)},
+		[]IOSpec{f64("x0", -1, D), f64("last_mean", -1, D), f64("half_log_var", -2, -1, D)})
 	if err != nil {
 		return nil, err
 	}
@@ -72,11 +70,11 @@ func (h *HeadLoop) Run(n, steps, halves int, fill func(LoopInputs), read func(Lo
 	return h.RunDims(Dims{n, steps, halves}, func(in, _ []ort.Value) error {
 		f := func(i int) []float64 { return in[i].(*ort.Tensor[float64]).GetData() }
 		fill(LoopInputs{XT: f(0), Noise: f(1), Z: in[2].(*ort.Tensor[float32]).GetData(), CFG: f(3),
-			T: in[4].(*ort.Tensor[float32]).GetData(), Coef: f(5), TempLog: f(6), Clip: f(7)})
+			T: in[4].(*ort.Tensor[float32]).GetData(), Coef: f(5), Clip: f(6)})
 		return nil
 	}, func(out []ort.Value) error {
 		f := func(i int) []float64 { return out[i].(*ort.Tensor[float64]).GetData() }
-		read(LoopOutputs{X0: f(0), LastMean: f(1), LogVar: f(2)})
+		read(LoopOutputs{X0: f(0), LastMean: f(1), HalfLogVar: f(2)})
 		return nil
 	})
 }
