@@ -7,19 +7,20 @@ type ContextBatch struct {
 	Tokens                 []float32 // [Rows, L, D]
 	Mask                   []float32 // [Rows, L]; 1 = unknown
 	ClassIDs               []int64
-	drop, dropAll          []float32
+	drop                   []float32
+
+	// One guided call runs 2*Rows: these hold the doubled inputs and output between calls.
+	tokens2, mask2, drop2, z2 []float32
+	class2                    []int64
 }
 
 // NewContextBatch returns rows with every token unknown.
 func NewContextBatch(rows, seqLen, dim int) *ContextBatch {
 	c := &ContextBatch{Rows: rows, SeqLen: seqLen, TokenDim: dim,
 		Tokens: make([]float32, rows*seqLen*dim), Mask: make([]float32, rows*seqLen),
-		ClassIDs: make([]int64, rows), drop: make([]float32, rows), dropAll: make([]float32, rows)}
+		ClassIDs: make([]int64, rows), drop: make([]float32, rows)}
 	for i := range c.Mask {
 		c.Mask[i] = 1
-	}
-	for i := range c.dropAll {
-		c.dropAll[i] = 1
 	}
 	return c
 }
@@ -34,13 +35,33 @@ func (c *ContextBatch) Set(row, pos int, x []float64) {
 }
 
 // Condition runs the transformer: z gets the class-conditional vectors and, when zUncond is
-// not nil, zUncond the "no class" ones used by classifier-free guidance.
+// not nil, zUncond the "no class" ones used by classifier-free guidance. Guided, both halves
+// go through one call of 2*Rows rows: one call's fixed cost, and larger matrix products.
 func (c *ContextBatch) Condition(t Transformer, z, zUncond []float32) error {
-	if err := t.Forward(c.Tokens, c.Mask, c.ClassIDs, c.drop, c.Rows, z); err != nil {
+	if zUncond == nil {
+		return t.Forward(c.Tokens, c.Mask, c.ClassIDs, c.drop, c.Rows, z)
+	}
+	n, out := len(c.Tokens), c.Rows*c.SeqLen*t.Width()
+	c.tokens2 = grow(c.tokens2, 2*n)
+	c.mask2 = grow(c.mask2, 2*len(c.Mask))
+	c.drop2 = grow(c.drop2, 2*c.Rows)
+	c.z2 = grow(c.z2, 2*out)
+	if cap(c.class2) < 2*c.Rows {
+		c.class2 = make([]int64, 2*c.Rows)
+	}
+	c.class2 = c.class2[:2*c.Rows]
+	for h := 0; h < 2; h++ {
+		copy(c.tokens2[h*n:], c.Tokens)
+		copy(c.mask2[h*len(c.Mask):], c.Mask)
+		copy(c.class2[h*c.Rows:], c.ClassIDs)
+		for r := 0; r < c.Rows; r++ {
+			c.drop2[h*c.Rows+r] = float32(h)
+		}
+	}
+	if err := t.Forward(c.tokens2, c.mask2, c.class2, c.drop2, 2*c.Rows, c.z2); err != nil {
 		return err
 	}
-	if zUncond == nil {
-		return nil
-	}
-	return t.Forward(c.Tokens, c.Mask, c.ClassIDs, c.dropAll, c.Rows, zUncond)
+	copy(z[:out], c.z2[:out])
+	copy(zUncond[:out], c.z2[out:])
+	return nil
 }
