@@ -30,6 +30,7 @@ type Summary struct {
 	TargetRows      int     `json:"target_rows"`
 	DraftForwards   int     `json:"draft_forwards"`
 	DraftRows       int     `json:"draft_rows"`
+	DraftHeadRows   int     `json:"draft_head_rows"` // self-drafting: tokens drafted by the target's head
 	Rounds          int     `json:"rounds"`
 	MeanGamma       float64 `json:"mean_gamma"`
 	TokensPerTarget float64 `json:"tokens_per_target_pass"` // tokens per image per target pass
@@ -83,6 +84,7 @@ func Summarize(results []Result, es EngineStats, seconds float64) Summary {
 	s.Fallbacks = tot.Fallbacks
 	s.Prefilled, s.TargetOnly = tot.Prefilled, tot.TargetOnly
 	s.TargetForwards, s.TargetRows, s.DraftForwards, s.DraftRows = es.TargetForwards, es.TargetRows, es.DraftForwards, es.DraftRows
+	s.DraftHeadRows = es.DraftHeadRows
 	s.Rounds = es.Rounds
 	if es.Rounds > 0 {
 		s.MeanGamma = float64(es.GammaSum) / float64(es.Rounds)

@@ -16,6 +16,7 @@ import (
 type specBench struct {
 	gammas, prefills, verifies, acceptances, batches string
 	schedules                                        string
+	drafts, rejections, tolerances                   string
 	imagesMin, ablationGamma                         int
 }
 
@@ -26,6 +27,9 @@ func (b *specBench) add(fs *flag.FlagSet) {
 	fs.StringVar(&b.acceptances, "acceptances", "paper,exact", "spec: acceptance criteria")
 	fs.StringVar(&b.schedules, "schedules", "batched,lazy", "spec: schedules of prefix rounds (group rounds are always one pass)")
 	fs.StringVar(&b.batches, "batches", "1,8,32", "spec: batch sizes (images per run = max(batch, --spec-images))")
+	fs.StringVar(&b.drafts, "drafts", "pack", "spec: draft sources: pack (the --draft pack) and/or self (the target drafting from its own previous pass)")
+	fs.StringVar(&b.rejections, "rejections", "residual", "spec: what replaces a rejected draft: residual and/or target")
+	fs.StringVar(&b.tolerances, "tolerances", "0", "spec: acceptance tolerances in nats (0 = off)")
 	fs.IntVar(&b.imagesMin, "spec-images", 4, "spec: at least this many images per configuration")
 	fs.IntVar(&b.ablationGamma, "ablation-gamma", 8, "spec: gamma of the alignment ablation (paper: 32)")
 }
@@ -80,38 +84,51 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 	fmt.Println()
 	fmt.Println("| gamma | prefill | verify | schedule | acceptance | batch | alpha | mean gamma | target rows/token | s/image | measured speedup | predicted speedup |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, g := range splitList(b.gammas) {
-		for _, pf := range splitList(b.prefills) {
-			for _, v := range splitList(b.verifies) {
-				schedules := splitList(b.schedules)
-				if v != "prefix" {
-					schedules = []string{"batched"}
-				}
-				for _, sch := range schedules {
-					for _, a := range splitList(b.acceptances) {
-						for _, bs := range batches {
-							sf := specFlags{gamma: g, verify: v, acceptance: a, align: "on", schedule: sch, maxTries: 1000}
-							var err error
-							if sf.prefill, err = strconv.ParseFloat(pf, 64); err != nil {
-								return fmt.Errorf("prefill %q is not a number", pf)
-							}
-							n := max(bs, b.imagesMin)
-							sum, cfg, err := runSpecOnce(target, draft, sf, base, classesFor(n), bs)
-							if err != nil {
-								return err
-							}
-							perImage := sum.Seconds / float64(n)
-							c := draftSec[bs] / targetSec[bs]
-							gammaForPrediction := int(sum.MeanGamma + 0.5)
-							tokens := n * target.Manifest.SeqLen()
-							fmt.Printf("| %s | %s | %s | %s | %s | %d | %.3f | %.2f | %.2f | %.4f | %.2fx | %.2fx |\n",
-								g, pf, v, sch, a, bs, sum.Alpha, sum.MeanGamma, float64(sum.TargetRows)/float64(tokens), perImage,
-								targetSec[bs]/perImage, cfg.PredictedSpeedup(sum.Alpha, c, gammaForPrediction))
-						}
-					}
-				}
+	var gpuRows []string
+	grid, err := b.grid()
+	if err != nil {
+		return err
+	}
+	for _, sf := range grid {
+		for _, bs := range batches {
+			n := max(bs, b.imagesMin)
+			d := draft
+			if sf.selfDraft {
+				d = nil
 			}
+			sum, cfg, err := runSpecOnce(target, d, sf, base, classesFor(n), bs)
+			if err != nil {
+				return err
+			}
+			perImage := sum.Seconds / float64(n)
+			// the CPU prediction needs a draft network's measured cost; self-drafting's rows are
+			// costed in the GPU table below
+			predicted := "–"
+			if !sf.selfDraft {
+				c := draftSec[bs] / targetSec[bs]
+				predicted = fmt.Sprintf("%.2fx", cfg.PredictedSpeedup(sum.Alpha, c, int(sum.MeanGamma+0.5)))
+			}
+			gamma, accept := sf.gamma, sf.acceptance
+			if sf.selfDraft {
+				gamma += " (self)"
+			}
+			if k := (&specFlags{rejection: sf.rejection, tolerance: sf.tolerance}).describeKnobs(); k != "" {
+				accept += ", " + k
+			}
+			fmt.Printf("| %s | %g | %s | %s | %s | %d | %.3f | %.2f | %.2f | %.4f | %.2fx | %s |\n",
+				gamma, sf.prefill, sf.verify, cfg.Schedule, accept, bs, sum.Alpha, sum.MeanGamma, sum.RowsPerToken, perImage,
+				targetSec[bs]/perImage, predicted)
+			gpuRows = append(gpuRows, fmt.Sprintf("| %s | %g | %s | %s | %s | %d | %.3f (%.3f to %.3f) | %.2f | %.2f | %.3f | %.2f | %.2fx |",
+				gamma, sf.prefill, sf.verify, cfg.Schedule, accept, bs, sum.Alpha, sum.AlphaLow, sum.AlphaHigh, sum.TokensPerTarget,
+				sum.RowsPerToken, sum.CostRatio, sum.DraftCallsPerRound, sum.PredictedGPUSpeedup))
 		}
+	}
+	fmt.Println()
+	fmt.Printf("Predicted GPU speedup (a batched pass costs about one pass): tokens per target pass / (1 + c x draft calls per round), c from this run's per-token times; alpha with its %.0f%% Hoeffding interval:\n\n", 100*arsampler.AlphaConfidence)
+	fmt.Println("| gamma | prefill | verify | schedule | acceptance | batch | alpha | tokens/target pass | target rows/token | c | draft calls/round | predicted GPU speedup |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range gpuRows {
+		fmt.Println(r)
 	}
 	fmt.Println()
 	fmt.Printf("Alignment ablation (paper's Table 4), gamma %d, prefill 0.05, prefix verification, batch %d:\n\n", b.ablationGamma, batches[len(batches)-1])
@@ -129,6 +146,51 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 		}
 	}
 	return nil
+}
+
+// grid is every speculative configuration of the bench, in table order.
+func (b *specBench) grid() ([]specFlags, error) {
+	var out []specFlags
+	for _, d := range splitList(b.drafts) {
+		if d != "pack" && d != selfDraftName {
+			return nil, fmt.Errorf("draft %q unknown (allowed: pack, self)", d)
+		}
+	}
+	var lambdas []float64
+	for _, tol := range splitList(b.tolerances) {
+		lambda, err := strconv.ParseFloat(tol, 64)
+		if err != nil {
+			return nil, fmt.Errorf("tolerance %q is not a number", tol)
+		}
+		lambdas = append(lambdas, lambda)
+	}
+	for _, g := range splitList(b.gammas) {
+		for _, pf := range splitList(b.prefills) {
+			prefill, err := strconv.ParseFloat(pf, 64)
+			if err != nil {
+				return nil, fmt.Errorf("prefill %q is not a number", pf)
+			}
+			for _, v := range splitList(b.verifies) {
+				schedules := splitList(b.schedules)
+				if v != "prefix" {
+					schedules = []string{"batched"}
+				}
+				for _, sch := range schedules {
+					for _, a := range splitList(b.acceptances) {
+						for _, d := range splitList(b.drafts) {
+							for _, rej := range splitList(b.rejections) {
+								for _, lambda := range lambdas {
+									out = append(out, specFlags{gamma: g, prefill: prefill, verify: v, acceptance: a, align: "on",
+										schedule: sch, maxTries: 1000, selfDraft: d == selfDraftName, rejection: rej, tolerance: lambda})
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // runSpecOnce runs one speculative configuration and returns its summary and the configuration

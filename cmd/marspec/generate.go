@@ -39,7 +39,7 @@ func runGenerate(args []string) error {
 	fs.StringVar(&g.mode, "mode", "", "target, draft or spec (default: spec, or target-only when --model is given)")
 	fs.StringVar(&g.model, "model", "", "target-only generation with this pack: target, draft (embedded) or a pack folder")
 	fs.StringVar(&g.target, "target", "target", "target pack (embedded name or folder)")
-	fs.StringVar(&g.draft, "draft", "draft", "draft pack (embedded name or folder)")
+	fs.StringVar(&g.draft, "draft", "draft", "draft pack (embedded name or folder), or self: the target drafts from its own previous pass (no draft network; spec mode)")
 	fs.StringVar(&g.class, "class", "all", "class index, class name, or 'all' (n images of every class)")
 	fs.IntVar(&g.n, "n", 1, "images per class")
 	fs.Uint64Var(&g.seed, "seed", 0, "random seed: the same seed and options give the same image bytes")
@@ -68,6 +68,8 @@ func runGenerate(args []string) error {
 		return fmt.Errorf("--model selects target-only generation; with --mode %s use --target and --draft", mode)
 	case mode == "":
 		mode = "spec"
+	case mode == "draft" && g.draft == selfDraftName:
+		return fmt.Errorf("--draft self is the target drafting for itself; it has no draft-only mode")
 	case mode == "draft":
 		pack = g.draft
 	case mode != "target" && mode != "spec":
@@ -105,10 +107,20 @@ func runGenerate(args []string) error {
 		"images_per_second": float64(len(images)) / secs}, nil)
 }
 
+// selfDraftName is the --draft value that selects self-drafting.
+const selfDraftName = "self"
+
 func (g *generateFlags) runSpec(target *mar.Model, classes []int, opt mar.Options) error {
-	draft, err := g.rt.open(g.draft)
-	if err != nil {
-		return err
+	var draft *mar.Model // nil: self-drafting
+	draftName := selfDraftName
+	if g.draft == selfDraftName {
+		g.spec.selfDraft = true
+	} else {
+		var err error
+		if draft, err = g.rt.open(g.draft); err != nil {
+			return err
+		}
+		draftName = draft.Manifest.Name
 	}
 	g.spec.provider = g.rt.provider
 	cfg, err := g.spec.config(opt)
@@ -123,7 +135,10 @@ func (g *generateFlags) runSpec(target *mar.Model, classes []int, opt mar.Option
 	for i, r := range results {
 		images[i] = mar.Image{Index: r.Index, Class: r.Class, Tokens: r.Tokens, Pixels: r.Pixels}
 	}
-	params := describe(cfg.Sampling, "mode=spec", "target="+target.Manifest.Name, "draft="+draft.Manifest.Name, g.spec.describe())
+	params := describe(cfg.Sampling, "mode=spec", "target="+target.Manifest.Name, "draft="+draftName, g.spec.describe())
+	if knobs := g.spec.describeKnobs(); knobs != "" {
+		params += " " + knobs
+	}
 	if err := saveImages(g.out, target, images, params); err != nil {
 		return err
 	}
@@ -140,7 +155,9 @@ func (g *generateFlags) runSpec(target *mar.Model, classes []int, opt mar.Option
 			return err
 		}
 	}
-	return g.report(map[string]any{"mode": "spec", "config": g.spec.describe()}, &sum)
+	config := strings.TrimSpace(g.spec.describe() + " " + g.spec.describeKnobs())
+	return g.report(map[string]any{"mode": "spec", "config": config, "draft": draftName, "schedule": cfg.Schedule.String(),
+		"lossless": cfg.Lossless(), "rejection": cfg.Rejection.String(), "tolerance": cfg.Tolerance}, &sum)
 }
 
 // report prints the run's statistics, as text or as one JSON object.
@@ -159,12 +176,34 @@ func (g *generateFlags) report(base map[string]any, sum *arsampler.Summary) erro
 	s := sum
 	fmt.Printf("spec (%s): %d images in %.2f s (target %.2f s, draft %.2f s, other %.2f s)\n",
 		base["config"], s.Images, s.Seconds, s.TargetSeconds, s.DraftSeconds, s.OtherSeconds)
-	fmt.Printf("  alpha %.3f: %d of %d drafts accepted, %d resampled (%d tries, %d bound hits), %d bonus, %d pre-filled, %d target-only\n",
-		s.Alpha, s.Accepted, s.Drafted, s.Resampled, s.ResamplerTries, s.ResamplerBoundHits, s.Bonus, s.Prefilled, s.TargetOnly)
-	fmt.Printf("  target: %d passes (%d rows); draft: %d passes (%d rows); %d rounds, mean gamma %.2f, %.2f tokens per target pass\n",
-		s.TargetForwards, s.TargetRows, s.DraftForwards, s.DraftRows, s.Rounds, s.MeanGamma, s.TokensPerTarget)
+	fmt.Printf("  alpha %.3f (%.0f%% Hoeffding interval %.3f to %.3f; per-image mean %.3f, %.3f to %.3f): %d of %d drafts accepted\n",
+		s.Alpha, 100*s.AlphaConfidence, s.AlphaLow, s.AlphaHigh, s.ImageAlphaMean, s.ImageAlphaLow, s.ImageAlphaHigh, s.Accepted, s.Drafted)
+	fmt.Printf("  rejected: %d resampled (%d tries, %d bound hits), %d taken from the target; %d bonus, %d pre-filled, %d target-only\n",
+		s.Resampled, s.ResamplerTries, s.ResamplerBoundHits, s.Fallbacks, s.Bonus, s.Prefilled, s.TargetOnly)
+	fmt.Printf("  target: %d passes (%d rows, %.2f per token); draft: %d passes (%d rows), %d self-draft head rows; %d rounds, mean gamma %.2f, %.2f tokens per target pass\n",
+		s.TargetForwards, s.TargetRows, s.RowsPerToken, s.DraftForwards, s.DraftRows, s.DraftHeadRows, s.Rounds, s.MeanGamma, s.TokensPerTarget)
+	fmt.Printf("  predicted GPU speedup %.2fx = %.2f tokens per pass / (1 + c %.3f x %.2f draft calls per round)\n",
+		s.PredictedGPUSpeedup, s.TokensPerTarget, s.CostRatio, s.DraftCallsPerRound)
 	fmt.Printf("  draft-target token distance (RMS) %.3f, mean log Sigma %.3f\n", s.MeanTokenDistance, s.MeanLogSigma)
+	if lossless, _ := base["lossless"].(bool); !lossless {
+		fmt.Printf("  lossy: %s\n", lossyNote(base, s))
+	}
 	return nil
+}
+
+// lossyNote says how far the run's knobs may move each token's law (docs/speculative.md).
+func lossyNote(base map[string]any, s *arsampler.Summary) string {
+	var notes []string
+	if base["rejection"] == "target" {
+		notes = append(notes, fmt.Sprintf("rejection=target: TV to the target per token <= its acceptance, alpha %.3f (at most %.3f)", s.Alpha, s.AlphaHigh))
+	}
+	if tol, _ := base["tolerance"].(float64); tol > 0 {
+		notes = append(notes, fmt.Sprintf("tolerance %g: added acceptance (per-token TV bias with exact+residual) %.3f", tol, s.ToleranceTVBias))
+	}
+	if len(notes) == 0 {
+		notes = append(notes, "not prefix+exact: see docs/speculative.md")
+	}
+	return strings.Join(notes, "; ")
 }
 
 // describe renders sampling options (and extra key=value parts) for PNG metadata.

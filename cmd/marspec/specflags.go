@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"marspec/align"
 	"marspec/arsampler"
@@ -17,6 +18,9 @@ type specFlags struct {
 	provider                         string // resolves schedule auto: lazy on cpu, batched on cuda
 	prefill                          float64
 	maxTries                         int
+	selfDraft                        bool    // --draft self (generate), draft=self (eval): no draft network
+	rejection                        string  // residual (default) or target (seed 000's practical variant)
+	tolerance                        float64 // acceptance tolerance lambda in nats; 0 = off
 }
 
 func (s *specFlags) add(fs *flag.FlagSet) {
@@ -27,6 +31,8 @@ func (s *specFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&s.align, "align", "on", "share noise between draft and target: on or off")
 	fs.StringVar(&s.schedule, "schedule", "auto", "prefix rounds: batched (one target pass over gamma+1 contexts), lazy (depth by depth, same images, fewer rows), or auto (lazy on cpu, batched on cuda)")
 	fs.IntVar(&s.maxTries, "max-resample-tries", 1000, "bound on acceptance-rejection tries per rejected token")
+	fs.StringVar(&s.rejection, "rejection", "residual", "a rejected draft becomes: residual (a draw from the modified distribution, lossless with exact) or target (the target's own draw: free, lossy, TV bias per token at most alpha)")
+	fs.Float64Var(&s.tolerance, "tolerance", 0, "acceptance tolerance lambda in nats: accept with min(1, e^lambda r); 0 = off, > 0 lossy (see docs/speculative.md)")
 }
 
 func (s *specFlags) config(opt mar.Options) (arsampler.Config, error) {
@@ -61,6 +67,13 @@ func (s *specFlags) config(opt mar.Options) (arsampler.Config, error) {
 		return cfg, err
 	}
 	cfg.MaxResampleTries = s.maxTries
+	cfg.SelfDraft = s.selfDraft
+	if s.rejection != "" {
+		if cfg.Rejection, err = arsampler.ParseRejection(s.rejection); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.Tolerance = s.tolerance
 	return cfg, nil
 }
 
@@ -69,7 +82,9 @@ func (s *specFlags) config(opt mar.Options) (arsampler.Config, error) {
 func (s *specFlags) resolveSchedule() (arsampler.Schedule, error) {
 	switch s.schedule {
 	case "", "auto":
-		if s.provider == "cuda" {
+		// self-drafting's one gain is that a round's gamma+1 contexts share one pass; lazy
+		// rounds give the same images with a pass per depth, so auto keeps it batched
+		if s.provider == "cuda" || s.selfDraft {
 			return arsampler.Batched, nil
 		}
 		return arsampler.Lazy, nil
@@ -83,4 +98,20 @@ func (s *specFlags) resolveSchedule() (arsampler.Schedule, error) {
 
 func (s *specFlags) describe() string {
 	return fmt.Sprintf("gamma=%s prefill=%g verify=%s acceptance=%s align=%s", s.gamma, s.prefill, s.verify, s.acceptance, s.align)
+}
+
+// describeKnobs is what describe leaves out: the draft source and the lossy knobs, when not at
+// their defaults (so existing descriptions stay as they were).
+func (s *specFlags) describeKnobs() string {
+	var parts []string
+	if s.selfDraft {
+		parts = append(parts, "draft=self")
+	}
+	if s.rejection != "" && s.rejection != "residual" {
+		parts = append(parts, "rejection="+s.rejection)
+	}
+	if s.tolerance != 0 {
+		parts = append(parts, fmt.Sprintf("tolerance=%g", s.tolerance))
+	}
+	return strings.Join(parts, " ")
 }
