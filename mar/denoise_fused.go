@@ -9,8 +9,8 @@ import (
 
 // runFused is Run through the fused graph: the same head, the same float64 step arithmetic,
 // one call for all steps.
-func (d *Denoiser) runFused(loop *HeadLoop, rows []DenoiseRow, x0 [][]float64, traces []diffusion.Trace) error {
-	n, dim, width, steps := len(rows), loop.dim, loop.width, d.Schedule.Steps()
+func (d *Denoiser) runFused(loop LoopRunner, rows []DenoiseRow, x0 [][]float64, traces []diffusion.Trace) error {
+	n, dim, width, steps := len(rows), d.Head.TokenDim(), d.Head.Width(), d.Schedule.Steps()
 	guided := rows[0].ZUncond != nil
 	halves := 1
 	if guided {
@@ -24,7 +24,7 @@ func (d *Denoiser) runFused(loop *HeadLoop, rows []DenoiseRow, x0 [][]float64, t
 			return fmt.Errorf("denoise: a row has noise for %d steps, the schedule takes %d", len(row.Noise.Eps), steps)
 		}
 	}
-	return loop.Run(n, steps, halves, func(in LoopInputs) {
+	return loop.RunLoop(n, steps, halves, func(in LoopInputs) {
 		for r, row := range rows {
 			copy(in.XT[r*dim:(r+1)*dim], row.Noise.XT)
 			copy(in.Z[r*width:(r+1)*width], row.Z)

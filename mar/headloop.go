@@ -61,9 +61,9 @@ func NewHeadLoop(data []byte, m *Manifest, opt SessionOptions, source string) (*
 	return &HeadLoop{g, int(D), int(W)}, nil
 }
 
-// Run samples n tokens over steps steps (halves 2 under guidance): fill writes the inputs,
-// read takes the outputs.
-func (h *HeadLoop) Run(n, steps, halves int, fill func(LoopInputs), read func(LoopOutputs)) error {
+// RunLoop samples n tokens over steps steps (halves 2 under guidance): fill writes the
+// inputs, read takes the outputs.
+func (h *HeadLoop) RunLoop(n, steps, halves int, fill func(LoopInputs), read func(LoopOutputs)) error {
 	if halves != 1 && halves != 2 {
 		return fmt.Errorf("%s: %d halves, want 1 or 2", h.source, halves)
 	}
@@ -79,11 +79,21 @@ func (h *HeadLoop) Run(n, steps, halves int, fill func(LoopInputs), read func(Lo
 	})
 }
 
+// LoopRunner runs a whole reverse diffusion in one call (HeadLoop, or a wrapper that times it).
+type LoopRunner interface {
+	RunLoop(n, steps, halves int, fill func(LoopInputs), read func(LoopOutputs)) error
+}
+
 // LoopHead is a head that may also offer the fused reverse diffusion.
 type LoopHead interface {
 	Head
-	HeadLoop() *HeadLoop // nil when the pack has none
+	HeadLoop() LoopRunner // nil when the pack has none
 }
 
 // HeadLoop is the pack's fused graph, or nil.
-func (h *ONNXHead) HeadLoop() *HeadLoop { return h.loop }
+func (h *ONNXHead) HeadLoop() LoopRunner {
+	if h.loop == nil {
+		return nil // not a typed nil, which callers would take for a graph
+	}
+	return h.loop
+}

@@ -21,10 +21,24 @@ func runBench(args []string) error {
 	reps := fs.Int("reps", 20, "repetitions per forward measurement")
 	spec := fs.Bool("spec", false, "benchmark speculative decoding instead (a table over settings)")
 	steps := fs.Int("steps", 0, "diffusion sampling steps (0 = the pack's)")
+	profile := fs.Bool("profile", false, "profile one target-only generation instead: shares of transformer, head, ORT fixed cost and Go, per-step and fused head side by side")
+	var pf profileFlags
+	fs.IntVar(&pf.batch, "batch", 0, "--profile: images per batch (0 = all)")
+	fs.IntVar(&pf.numIter, "num-iter", 0, "--profile: AR steps (0 = one token per step)")
+	fs.Float64Var(&pf.cfg, "cfg", 1, "--profile: guidance scale (1 = none)")
+	fs.IntVar(&pf.rounds, "rounds", 3, "--profile: timed generations per path, interleaved")
 	var sb specBench
 	sb.add(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *profile {
+		m, err := rt.open(*target)
+		if err != nil {
+			return err
+		}
+		pf.images = *images
+		return runProfile(m, pf, *steps, rt.threads)
 	}
 	if *spec {
 		t, err := rt.open(*target)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -135,6 +136,23 @@ func (s *specFlags) set(k, v string) error {
 		s.acceptance = v
 	case "align":
 		s.align = v
+	case "draft":
+		switch v {
+		case "pack":
+			s.selfDraft = false
+		case selfDraftName:
+			s.selfDraft = true
+		default:
+			return fmt.Errorf("draft %q unknown (allowed: pack, %s)", v, selfDraftName)
+		}
+	case "rejection":
+		s.rejection = v // checked by config, with the flag's message
+	case "tolerance":
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+			return fmt.Errorf("tolerance %q must be a number of nats, at least 0 (0 = off)", v)
+		}
+		s.tolerance = f
 	default:
 		return fmt.Errorf("key %q unknown for spec (allowed: %s)", k, configKeysSpec)
 	}
