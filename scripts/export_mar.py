@@ -1,0 +1,154 @@
+"""Export an official MAR checkpoint and MAR's KL-16 VAE to a marspec model pack.
+
+  /usr/bin/python3 scripts/export_mar.py --ckpt pretrained/mar_huge/checkpoint-last.pth \
+      --model mar_huge --vae pretrained/vae/kl16.ckpt --out packs/mar-huge \
+      [--weights model_ema|model] [--class-names names.txt] [--sampling-steps 100]
+
+Writes manifest.json, transformer.onnx, head.onnx and decoder.onnx (docs/model-pack.md).
+`model_ema` (the weights MAR evaluates) is the default. Loading is strict: a missing or
+unexpected key, or a shape that does not match --model, stops the export and names it.
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+import mar_official as mo
+
+
+class TransformerGraph(torch.nn.Module):
+    def __init__(self, mar):
+        super().__init__()
+        self.mar = mar
+
+    def forward(self, tokens, mask, class_ids, drop_class):
+        return self.mar.forward_keep(tokens, mask, class_ids, drop_class)
+
+
+class HeadGraph(torch.nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x_t, t, z):
+        return self.net(x_t, t, z)
+
+
+def load_mar(path, preset, weights):
+    cfg = mo.MAR_PRESETS[preset]
+    ck = torch.load(path, map_location="cpu")
+    if not isinstance(ck, dict) or weights not in ck:
+        have = sorted(ck.keys()) if isinstance(ck, dict) else type(ck).__name__
+        raise ValueError(f"{path}: no '{weights}' entry (has {have}); use --weights model or model_ema")
+    model = mo.build_mar(cfg)
+    mo.load_strict(model, ck[weights], f"{path} [{weights}] as {preset}")
+    return model.eval(), cfg
+
+
+def load_vae(path, preset):
+    vae = mo.VAE(mo.VAE_PRESETS[preset])
+    state = mo.vae_state(torch.load(path, map_location="cpu"), path)
+    mo.load_strict(vae, state, f"{path} as VAE {preset}", ignore_prefixes=mo.VAE_UNUSED_PREFIXES)
+    return vae.eval()
+
+
+def class_names(path, n):
+    """Names from a file (one per line), else class_000.. (no list of ImageNet names ships here)."""
+    if not path:
+        return [f"class_{i:03d}" for i in range(n)], "placeholder"
+    with open(path) as f:
+        names = [line.strip() for line in f if line.strip()]
+    if len(names) != n:
+        raise ValueError(f"{path}: {len(names)} class names, the checkpoint has {n} classes")
+    if len(set(n.lower() for n in names)) != len(names):
+        raise ValueError(f"{path}: class names repeat (marspec resolves names case-insensitively)")
+    return names, path
+
+
+def sample_inputs(cfg, model):
+    """Inputs that trace every path: two rows with different numbers of known tokens, CFG on one."""
+    L, D = model.seq_len, model.token_dim
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randn(2, L, D, generator=g)
+    mask = torch.ones(2, L)
+    mask[0, : L // 3] = 0
+    ids = torch.tensor([0, cfg["class_num"] - 1], dtype=torch.int64)
+    drop = torch.tensor([0.0, 1.0])
+    return tokens, mask, ids, drop
+
+
+def export(model, cfg, vae, out, name, sampling_steps, names, names_source, record):
+    os.makedirs(out, exist_ok=True)
+    L, D, W = model.seq_len, model.token_dim, model.class_emb.weight.shape[1]
+    batch = {0: "B"}
+    with torch.no_grad():
+        torch.onnx.export(TransformerGraph(model), sample_inputs(cfg, model), os.path.join(out, "transformer.onnx"),
+                          opset_version=17, input_names=["tokens", "mask", "class_ids", "drop_class"],
+                          output_names=["z"], dynamic_axes={k: batch for k in ["tokens", "mask", "class_ids", "drop_class", "z"]})
+        n = {0: "N"}
+        torch.onnx.export(HeadGraph(model.diffloss.net), (torch.randn(3, D), torch.tensor([0.0, 500.0, 999.0]), torch.randn(3, W)),
+                          os.path.join(out, "head.onnx"), opset_version=17, input_names=["x_t", "t", "z"],
+                          output_names=["out"], dynamic_axes={k: n for k in ["x_t", "t", "z", "out"]})
+        torch.onnx.export(mo.DecoderGraph(vae, cfg), (torch.randn(1, L, D),), os.path.join(out, "decoder.onnx"),
+                          opset_version=17, input_names=["tokens"], output_names=["image"],
+                          dynamic_axes={"tokens": batch, "image": batch})
+    grid = mo.grid_size(cfg)
+    params = sum(p.numel() for p in model.parameters())
+    manifest = {
+        "format": "marspec-pack/1",
+        "name": name,
+        "image": {"height": cfg["img_size"], "width": cfg["img_size"], "channels": 3},
+        # patch = image pixels per token side (VAE stride x MAR patch size)
+        "tokenizer": {"kind": "vae_decoder", "patch": cfg["img_size"] // grid, "graph": "decoder.onnx",
+                      "latent_scale": mo.LATENT_SCALE},
+        "grid": {"height": grid, "width": grid},
+        "token_dim": D,
+        "width": W,
+        "buffer_size": model.buffer_size,
+        "classes": names,
+        # MAR samples with 100 respaced steps and never clips x0 (latents are not bounded)
+        "diffusion": {"schedule": "cosine", "training_steps": 1000, "sampling_steps": sampling_steps,
+                      "variance": "learned_range", "clip_x0": False},
+        "training": dict(record, architecture=cfg, parameters=params,
+                         head_parameters=sum(p.numel() for p in model.diffloss.parameters()),
+                         vae_parameters=sum(p.numel() for p in vae.parameters()), class_names=names_source),
+    }
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    big = [f for f in os.listdir(out) if f not in ("manifest.json", "transformer.onnx", "head.onnx", "decoder.onnx")]
+    if big:  # torch writes weights beside a graph over protobuf's 2 GB limit (MAR-H's transformer)
+        print(f"note: {out} holds external weight files ({len(big)}): the graph is over 2 GB; "
+              "marspec reads graphs as bytes and cannot open such a pack yet (docs/gpu.md)", file=sys.stderr)
+    return manifest
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ckpt", required=True, help="MAR checkpoint-last.pth")
+    ap.add_argument("--model", required=True, choices=sorted(mo.MAR_PRESETS))
+    ap.add_argument("--weights", default="model_ema", choices=["model_ema", "model"])
+    ap.add_argument("--vae", required=True, help="KL-16 VAE checkpoint (kl16.ckpt)")
+    ap.add_argument("--vae-config", default="kl16", choices=sorted(mo.VAE_PRESETS))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--name", help="pack name (default: the --model name)")
+    ap.add_argument("--class-names", help="file with one class name per line (default class_000..)")
+    ap.add_argument("--sampling-steps", type=int, default=100)
+    args = ap.parse_args(argv)
+    try:
+        model, cfg = load_mar(args.ckpt, args.model, args.weights)
+        vae = load_vae(args.vae, args.vae_config)
+        names, source = class_names(args.class_names, cfg["class_num"])
+    except (ValueError, OSError) as e:
+        sys.exit(f"export_mar: {e}")
+    record = {"checkpoint": os.path.abspath(args.ckpt), "weights": args.weights, "model": args.model,
+              "vae": os.path.abspath(args.vae), "vae_config": args.vae_config}
+    m = export(model, cfg, vae, args.out, args.name or args.model.replace("_", "-"), args.sampling_steps,
+               names, source, record)
+    print(json.dumps({k: m["training"][k] for k in ("model", "weights", "parameters", "class_names")}))
+
+
+if __name__ == "__main__":
+    main()
