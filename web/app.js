@@ -1,0 +1,107 @@
+// app.js: start-up (models, class pickers) and the generate form with its live progress.
+"use strict";
+
+const app = { models: null, classes: [], hasDraft: false };
+
+async function start() {
+  try {
+    app.models = await api.models();
+  } catch (e) {
+    $("#models-line").textContent = "Cannot read the models: " + e.message;
+    return;
+  }
+  const target = app.models.models.find((m) => m.role === "target");
+  const draft = app.models.models.find((m) => m.role === "draft");
+  app.classes = target ? target.classes : [];
+  app.hasDraft = Boolean(draft);
+  const [h, w, c] = target ? target.image : [0, 0, 0];
+  $("#models-line").textContent = target
+    ? `target ${target.name} (${h}×${w}×${c}, ${target.seq_len} tokens, ${target.sampling_steps} diffusion steps)` +
+      (draft ? ` · draft ${draft.name}` : " · no draft model: speculative decoding is off")
+    : "no target model loaded";
+  if (target && target.max_images_per_request) $("#f-n").max = target.max_images_per_request;
+
+  const chips = $("#class-list");
+  app.classes.forEach((name, i) => {
+    chips.appendChild(el("label", { class: "chip" },
+      el("input", { type: "checkbox", name: "class", value: i, checked: i === 0 }), name));
+    $("#c-class").appendChild(el("option", { value: i }, name));
+    $("#g-class").appendChild(el("option", { value: i }, name));
+  });
+  for (const p of app.models.presets || []) $("#f-preset").appendChild(el("option", { value: p }, p));
+  for (const m of app.models.modes || []) {
+    $("#f-mode").appendChild(el("option", { value: m }, m));
+    $("#g-mode").appendChild(el("option", { value: m }, m));
+  }
+  if (!app.hasDraft) {
+    $("#cmp-submit").disabled = true;
+    $("#cmp-error").hidden = false;
+    $("#cmp-error").textContent = "The server runs no draft model, so there is no speculative side to compare.";
+  }
+  $("#gen-form").addEventListener("submit", onGenerate);
+  gallery.init();
+  compare.init();
+  detail.init();
+  document.body.dataset.ready = "true";
+}
+
+async function onGenerate(ev) {
+  ev.preventDefault();
+  const form = $("#gen-form"), box = $("#gen-error"), button = $("#gen-submit");
+  clearError(form, box);
+  const req = collect(form);
+  req.class = [...form.querySelectorAll('input[name="class"]:checked')].map((c) => Number(c.value));
+  button.disabled = true;
+  let gen;
+  try {
+    gen = await api.create(req);
+  } catch (e) {
+    showError(form, box, e);
+    button.disabled = false;
+    return;
+  }
+  button.disabled = false;
+  gallery.load();
+  watch(gen);
+}
+
+// watch shows a job's progress and its images as they arrive.
+async function watch(gen) {
+  const live = $("#live"), label = $("#live-label"), bar = $("#live-progress"), strip = $("#live-images");
+  live.hidden = false;
+  live.dataset.job = gen.id;
+  live.dataset.status = gen.status;
+  strip.textContent = "";
+  const seen = new Set();
+  const show = (p, status) => {
+    bar.value = p.fraction || 0;
+    label.textContent = `Job ${gen.id.slice(0, 8)} (seed ${gen.settings.seed}): ${status}, ` +
+      `${p.images_done}/${p.images_total} images, ${p.tokens_done}/${p.tokens_total} tokens`;
+  };
+  const addImage = (im) => {
+    if (seen.has(im.id)) return;
+    seen.add(im.id);
+    strip.appendChild(el("img", { src: im.url, alt: `${im.class_name}, image ${im.index + 1}`, width: 56, height: 56 }));
+  };
+  let status = gen.status;
+  show(gen.progress, status);
+  try {
+    const final = await api.follow(gen, (type, data) => {
+      if (data.generation) {
+        status = data.generation.status;
+        show(data.generation.progress, status);
+        data.generation.images.forEach(addImage);
+      }
+      if (type === "progress") show(data.progress, status === "queued" ? "running" : status);
+      if (type === "image") addImage(data.image);
+    });
+    live.dataset.status = final.status;
+    if (final.error) label.textContent += " — " + final.error;
+    if (final.status === "succeeded") label.textContent += ` in ${fmtSeconds(final.seconds)}`;
+  } catch (e) {
+    label.textContent = "Lost the job: " + e.message;
+  }
+  gallery.load();
+}
+
+document.addEventListener("DOMContentLoaded", start);

@@ -1,0 +1,83 @@
+// compare.js: the same class, seed and sampling options run twice, the target alone and with
+// speculative decoding, shown side by side with the server's measured job times.
+"use strict";
+
+const compare = {
+  init() {
+    $("#cmp-form").addEventListener("submit", (e) => { e.preventDefault(); this.run(); });
+  },
+
+  // prefill copies a gallery job's class and seed into the form.
+  prefill(g) {
+    $("#c-class").value = String(g.settings.classes[0]);
+    $("#c-seed").value = String(g.settings.seed);
+    const perClass = g.settings.classes.filter((c) => c === g.settings.classes[0]).length;
+    $("#c-n").value = String(perClass);
+    if (g.settings.spec) {
+      $("#c-gamma").value = g.settings.spec.gamma;
+      $("#c-acceptance").value = g.settings.spec.acceptance;
+    }
+    $("#compare").scrollIntoView({ behavior: "smooth" });
+    $("#c-seed").focus();
+  },
+
+  async run() {
+    const form = $("#cmp-form"), box = $("#cmp-error"), out = $("#cmp-result"), button = $("#cmp-submit");
+    clearError(form, box);
+    const base = { class: [fieldValue($("#c-class"))], n: fieldValue($("#c-n")), seed: fieldValue($("#c-seed")) };
+    // final_step_noise: speculative decoding gives the last diffusion step its variance, so
+    // the target-alone run does too, or the two would not sample the same distribution.
+    const targetReq = { ...base, mode: "target", final_step_noise: true };
+    const specReq = { ...base, mode: "spec", gamma: fieldValue($("#c-gamma")), acceptance: fieldValue($("#c-acceptance")) };
+    out.textContent = "";
+    out.dataset.state = "running";
+    const targetCol = this.column("target", "Target alone");
+    const specCol = this.column("spec", "Speculative decoding");
+    out.append(targetCol.node, specCol.node);
+    const summary = el("p", { class: "cmp-summary" });
+    out.appendChild(summary);
+    button.disabled = true;
+    try {
+      const a = await this.one(targetReq, targetCol);
+      specReq.seed = a.settings.seed; // the seed the server picked, when none was given
+      const b = await this.one(specReq, specCol);
+      if (a.status === "succeeded" && b.status === "succeeded" && a.seconds > 0 && b.seconds > 0) {
+        const ratio = a.seconds / b.seconds;
+        summary.textContent = `Speculative decoding took ${fmtSeconds(b.seconds)} against ${fmtSeconds(a.seconds)} ` +
+          `for the target alone: ${ratio.toFixed(2)}× ` + (ratio >= 1 ? "faster" : "the speed (slower)") +
+          ` on this server, α ${fmtAlpha(b.alpha)}. One run each; times vary with the machine's load.`;
+      }
+      out.dataset.state = "done";
+    } catch (e) {
+      showError(form, box, e);
+      out.dataset.state = "failed";
+    }
+    button.disabled = false;
+    gallery.load();
+  },
+
+  column(role, title) {
+    const status = el("p", { class: "muted", "aria-live": "polite" }, "waiting…");
+    const time = el("p", { class: "cmp-time" }, "");
+    const grid = el("div", { class: "grid" });
+    const node = el("div", { class: "cmp-col", dataset: { role } }, el("h3", {}, title), status, time, grid);
+    return { node, status, time, grid };
+  },
+
+  async one(req, col) {
+    const gen = await api.create(req);
+    col.node.dataset.job = gen.id;
+    const final = await api.follow(gen, (type, data) => {
+      const p = data.progress || (data.generation && data.generation.progress);
+      if (p) col.status.textContent = `${p.images_done}/${p.images_total} images, ${p.tokens_done}/${p.tokens_total} tokens`;
+    });
+    col.node.dataset.status = final.status;
+    col.status.textContent = gallery.describe(final) + " · " + final.status + (final.error ? ": " + final.error : "");
+    col.time.textContent = final.status === "succeeded"
+      ? `${fmtSeconds(final.seconds)} for ${final.images.length} image${final.images.length === 1 ? "" : "s"}` + (final.alpha !== undefined ? ` · α ${fmtAlpha(final.alpha)}` : "")
+      : "";
+    col.time.dataset.seconds = String(final.seconds || 0);
+    for (const im of final.images) col.grid.appendChild(gallery.tile(final, im));
+    return final;
+  },
+};

@@ -1,0 +1,106 @@
+// gallery.js: the jobs, newest first, a page at a time, each with its settings, time, alpha
+// and images (class label and per-image statistics under each).
+"use strict";
+
+const gallery = {
+  offset: 0,
+  limit: 6,
+  total: 0,
+  jobs: new Map(), // id -> generation, for the detail view
+
+  init() {
+    $("#g-refresh").addEventListener("click", () => this.load());
+    $("#g-class").addEventListener("change", () => { this.offset = 0; this.load(); });
+    $("#g-mode").addEventListener("change", () => { this.offset = 0; this.load(); });
+    $("#g-prev").addEventListener("click", () => { this.offset = Math.max(0, this.offset - this.limit); this.load(); });
+    $("#g-next").addEventListener("click", () => { this.offset += this.limit; this.load(); });
+    this.load();
+  },
+
+  async load() {
+    const box = $("#gallery-error");
+    box.hidden = true;
+    let page;
+    try {
+      page = await api.list({ limit: this.limit, offset: this.offset, class: $("#g-class").value, mode: $("#g-mode").value });
+    } catch (e) {
+      box.textContent = (e.field ? e.field + ": " : "") + e.message;
+      box.hidden = false;
+      return;
+    }
+    this.total = page.total;
+    const list = $("#jobs");
+    list.textContent = "";
+    this.jobs.clear();
+    for (const g of page.generations) {
+      this.jobs.set(g.id, g);
+      list.appendChild(this.card(g));
+    }
+    if (page.generations.length === 0) list.appendChild(el("p", { class: "muted" }, "No images yet: generate some above."));
+    const pages = Math.max(1, Math.ceil(page.total / this.limit));
+    $("#g-page").textContent = `Page ${Math.floor(this.offset / this.limit) + 1} of ${pages} (${page.total} jobs)`;
+    $("#g-prev").disabled = this.offset === 0;
+    $("#g-next").disabled = this.offset + this.limit >= page.total;
+  },
+
+  describe(g) {
+    const s = g.settings;
+    const parts = [s.mode + (s.preset ? ` (${s.preset})` : ""), "seed " + s.seed];
+    if (s.cfg !== 1) parts.push("cfg " + s.cfg);
+    if (s.temperature !== 1) parts.push("T " + s.temperature);
+    if (s.mode !== "spec" && s.num_iter) parts.push(s.num_iter + " AR steps");
+    if (s.spec) parts.push(`γ ${s.spec.gamma}, ${s.spec.verify}/${s.spec.acceptance}`);
+    return parts.join(" · ");
+  },
+
+  card(g) {
+    const head = el("header", { class: "job-head" },
+      el("span", { class: "badge " + g.status }, g.status),
+      el("span", {}, this.describe(g)),
+      el("span", { class: "muted" }, g.seconds ? fmtSeconds(g.seconds) : ""),
+      g.alpha !== undefined ? el("span", { title: "accepted over verified drafts, all images" }, "α " + fmtAlpha(g.alpha)) : null,
+      el("span", { class: "spacer" }),
+      g.status === "succeeded" && app.hasDraft
+        ? el("button", { type: "button", class: "small", onclick: () => compare.prefill(g) }, "Compare")
+        : null,
+      el("button", {
+        type: "button", class: "small", "aria-label": (this.isLive(g) ? "Cancel" : "Delete") + " job " + g.id.slice(0, 8),
+        onclick: () => this.remove(g),
+      }, this.isLive(g) ? "Cancel" : "Delete"));
+    const card = el("article", { class: "job", dataset: { job: g.id, status: g.status, mode: g.settings.mode } }, head);
+    if (g.error) card.appendChild(el("p", { class: "error-inline" }, g.error));
+    if (this.isLive(g)) {
+      card.appendChild(el("p", { class: "muted" }, `${g.progress.images_done}/${g.progress.images_total} images…`));
+    }
+    const grid = el("div", { class: "grid" });
+    for (const im of g.images) grid.appendChild(this.tile(g, im));
+    card.appendChild(grid);
+    return card;
+  },
+
+  isLive(g) { return g.status === "queued" || g.status === "running"; },
+
+  tile(g, im) {
+    const st = im.stats;
+    const label = `${im.class_name}, image ${im.index + 1}` + (st ? `, alpha ${fmtAlpha(st.alpha)}` : "");
+    return el("figure", { class: "tile", dataset: { image: im.id } },
+      el("button", { type: "button", class: "thumb", "aria-label": "Open " + label, onclick: () => detail.open(g, im) },
+        el("img", { src: im.url, alt: label, width: 84, height: 84 })),
+      el("figcaption", {},
+        el("span", { class: "cls" }, im.class_name),
+        el("span", { class: "muted small" },
+          st ? `α ${fmtAlpha(st.alpha)} · ${st.accepted}/${st.drafted} · ${fmtSeconds(im.seconds)}` : fmtSeconds(im.seconds))));
+  },
+
+  async remove(g) {
+    try {
+      await api.remove(g.id);
+    } catch (e) {
+      const box = $("#gallery-error");
+      box.textContent = (e.field ? e.field + ": " : "") + e.message;
+      box.hidden = false;
+      return;
+    }
+    this.load();
+  },
+};
