@@ -11,8 +11,11 @@ class ApiError extends Error {
 }
 
 const api = {
+  onUnauthorized: null, // called on a 401: the page then shows the token field
   async request(method, path, body) {
     const init = { method, headers: { Accept: "application/json" } };
+    const token = sessionStorage.getItem("marspec-token");
+    if (token && method !== "GET") init.headers.Authorization = "Bearer " + token;
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -32,6 +35,7 @@ const api = {
     }
     if (!res.ok) {
       const err = new ApiError(res.status, data);
+      if (res.status === 401 && api.onUnauthorized) api.onUnauthorized();
       const retry = res.headers.get("Retry-After");
       if (retry) err.message += " (retry after " + retry + " s)";
       throw err;

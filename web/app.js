@@ -39,6 +39,11 @@ async function start() {
     $("#cmp-error").textContent = "The server runs no draft model, so there is no speculative side to compare.";
   }
   $("#gen-form").addEventListener("submit", onGenerate);
+  const token = $("#token");
+  token.value = sessionStorage.getItem("marspec-token") || "";
+  $("#token-box").hidden = token.value === "";
+  token.addEventListener("change", () => sessionStorage.setItem("marspec-token", token.value.trim()));
+  api.onUnauthorized = () => { $("#token-box").hidden = false; };
   gallery.init();
   compare.init();
   detail.init();

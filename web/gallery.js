@@ -7,6 +7,7 @@ const gallery = {
   limit: 6,
   total: 0,
   jobs: new Map(), // id -> generation, for the detail view
+  timer: 0,
 
   init() {
     $("#g-refresh").addEventListener("click", () => this.load());
@@ -39,6 +40,9 @@ const gallery = {
     if (page.generations.length === 0) list.appendChild(el("p", { class: "muted" }, "No images yet: generate some above."));
     const pages = Math.max(1, Math.ceil(page.total / this.limit));
     $("#g-page").textContent = `Page ${Math.floor(this.offset / this.limit) + 1} of ${pages} (${page.total} jobs)`;
+    // jobs still queued or running (from another tab, or a restart) are refreshed until done
+    clearTimeout(this.timer);
+    if (page.generations.some((g) => this.isLive(g))) this.timer = setTimeout(() => this.load(), 2000);
     $("#g-prev").disabled = this.offset === 0;
     $("#g-next").disabled = this.offset + this.limit >= page.total;
   },
