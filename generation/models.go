@@ -8,6 +8,7 @@ import (
 
 	"marspec/mar"
 	"marspec/models"
+	"marspec/onnxrt"
 )
 
 // Models gives the scheduler runnable models by pack name. The ONNX implementation opens each
@@ -29,8 +30,9 @@ func (f Fixed) Model(pack string) (*mar.Model, error) {
 
 // ORTModels opens packs with ONNX Runtime on first use and keeps them open.
 type ORTModels struct {
-	ORTLib, Provider string
-	Threads          int
+	ORTLib   string
+	Provider string // cpu, cuda or cuda:N
+	Threads  int
 
 	mu     sync.Mutex
 	models map[string]*mar.Model
@@ -54,17 +56,21 @@ func (o *ORTModels) Model(pack string) (*mar.Model, error) {
 	if m, ok := o.models[pack]; ok {
 		return m, nil
 	}
-	if err := ValidateRuntime(o.Provider, o.Threads); err != nil {
+	dev, err := onnxrt.ParseDevice(o.Provider)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateRuntime(dev.Provider(), o.Threads); err != nil {
 		return nil, err
 	}
 	p, err := LoadPack(pack)
 	if err != nil {
 		return nil, err
 	}
-	if err := mar.InitRuntime(o.ORTLib); err != nil {
+	if err := onnxrt.Prepare(o.ORTLib, dev); err != nil {
 		return nil, err
 	}
-	m, err := p.Open(mar.SessionOptions{Provider: mar.Provider(o.Provider), IntraOpThreads: o.Threads})
+	m, err := p.Open(onnxrt.SessionOptions{Device: dev, IntraOpThreads: o.Threads})
 	if err != nil {
 		return nil, err
 	}

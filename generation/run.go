@@ -2,50 +2,128 @@ package generation
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"marspec/arsampler"
+	"marspec/mar"
 )
 
-// Run makes every image of plan in this goroutine, at most maxBatch in flight (0 = all): the
-// direct path for the CLI. The service runs plans through the scheduler instead, which merges
-// requests; both give the same images.
-func Run(ctx context.Context, plan Plan, models Models, maxBatch int) ([]Image, error) {
+// Result is a finished run of a plan: its images, in index order, and in spec mode the
+// statistics of the whole run.
+type Result struct {
+	Images  []Image
+	Summary *arsampler.Summary // spec mode only
+	Seconds float64
+}
+
+// Generator makes images of one plan. Target-only, draft-only and speculative runs are its
+// implementations, so the CLI, the scoring runs and the tests run every mode the same way.
+type Generator interface {
+	// Generate makes one image per entry of classes; image k gets index first+k. An image
+	// depends only on the plan, its index and its class, so chunks of a long run can be made
+	// apart (and in any order) and still give the images of one run.
+	Generate(ctx context.Context, classes []int, first int) (Result, error)
+}
+
+// NewGenerator opens the plan's models and returns its generator, at most maxBatch images in
+// flight (0 = all).
+func NewGenerator(plan Plan, models Models, maxBatch int) (Generator, error) {
 	m, err := models.Model(plan.Pack)
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
 	if plan.Spec == nil {
-		opt := plan.Options
-		opt.Batch = maxBatch
-		if err := ctx.Err(); err != nil {
+		return alone{model: m, opt: plan.Options, maxBatch: maxBatch}, nil
+	}
+	var d *mar.Model // nil: self-drafting
+	if !plan.Spec.SelfDraft {
+		if d, err = models.Model(plan.DraftPack); err != nil {
 			return nil, err
 		}
-		imgs, err := m.Generate(plan.Classes, opt)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]Image, len(imgs))
-		for i, im := range imgs {
-			out[i] = Image{Index: im.Index, Class: im.Class, Pixels: im.Pixels, Seconds: time.Since(start).Seconds()}
-		}
-		return out, nil
 	}
-	d, err := models.Model(plan.DraftPack)
+	return speculative{target: m, draft: d, cfg: *plan.Spec, maxBatch: maxBatch}, nil
+}
+
+// alone runs one model by itself (target or draft mode).
+type alone struct {
+	model    *mar.Model
+	opt      mar.Options
+	maxBatch int
+}
+
+func (g alone) Generate(ctx context.Context, classes []int, first int) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	opt := g.opt
+	opt.Batch, opt.FirstIndex = g.maxBatch, first
+	start := time.Now()
+	imgs, err := g.model.Generate(classes, opt)
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
-	res, _, err := arsampler.Generate(m, d, *plan.Spec, plan.Classes, 0, maxBatch)
+	secs := time.Since(start).Seconds()
+	out := make([]Image, len(imgs))
+	for i, im := range imgs {
+		out[i] = Image{Index: im.Index, Class: im.Class, Pixels: im.Pixels, Seconds: secs}
+	}
+	return Result{Images: out, Seconds: secs}, nil
+}
+
+// speculative drafts with the draft pack (or the target itself) and verifies with the target.
+type speculative struct {
+	target, draft *mar.Model
+	cfg           arsampler.Config
+	maxBatch      int
+}
+
+func (g speculative) Generate(ctx context.Context, classes []int, first int) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	res, sum, err := arsampler.Generate(g.target, g.draft, g.cfg, classes, first, g.maxBatch)
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
+	secs := time.Since(start).Seconds()
 	out := make([]Image, len(res))
 	for i, r := range res {
 		st := r.Stats
-		out[i] = Image{Index: r.Index, Class: r.Class, Pixels: r.Pixels, Spec: &st, Seconds: time.Since(start).Seconds()}
+		out[i] = Image{Index: r.Index, Class: r.Class, Pixels: r.Pixels, Spec: &st, Seconds: secs}
 	}
-	return out, nil
+	return Result{Images: out, Summary: &sum, Seconds: secs}, nil
+}
+
+// Execute makes every image of plan in this goroutine, at most maxBatch in flight (0 = all):
+// the direct path of the CLI. The service runs plans through the scheduler instead, which
+// merges requests; both give the same images.
+func Execute(ctx context.Context, plan Plan, models Models, maxBatch int) (Result, error) {
+	g, err := NewGenerator(plan, models, maxBatch)
+	if err != nil {
+		return Result{}, err
+	}
+	return g.Generate(ctx, plan.Classes, 0)
+}
+
+// Run is Execute without the statistics.
+func Run(ctx context.Context, plan Plan, models Models, maxBatch int) ([]Image, error) {
+	res, err := Execute(ctx, plan, models, maxBatch)
+	return res.Images, err
+}
+
+// AcceptanceRates is the fraction of verified drafts accepted at each token position of a
+// run (NaN where none was verified): what the acceptance heatmap draws.
+func AcceptanceRates(sum *arsampler.Summary) []float64 {
+	rates := make([]float64, len(sum.AcceptedAtPos))
+	for i := range rates {
+		rates[i] = math.NaN()
+		if n := sum.AcceptedAtPos[i] + sum.RejectedAtPos[i]; n > 0 {
+			rates[i] = float64(sum.AcceptedAtPos[i]) / float64(n)
+		}
+	}
+	return rates
 }
 
 // CatalogFor builds a catalog from opened models.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"marspec/api"
+	"marspec/arsampler"
 )
 
 // Settings is the plan as the wire reports it.
@@ -32,12 +33,19 @@ func (p Plan) Params() string {
 		parts = append(parts, "preset="+p.Preset)
 	}
 	if p.Spec != nil {
-		parts = append(parts, "target="+p.Pack, "draft="+p.DraftPack)
+		draft := p.DraftPack
+		if p.Spec.SelfDraft {
+			draft = "self"
+		}
+		parts = append(parts, "target="+p.Pack, "draft="+draft)
 	} else {
 		parts = append(parts, "pack="+p.Pack)
 	}
 	parts = append(parts, fmt.Sprintf("seed=%d cfg=%g cfg_schedule=%s temperature=%g num_iter=%d steps=%d final_step_noise=%v",
 		o.Seed, o.CFG, o.CFGSchedule, o.Temperature, o.NumIter, o.Steps, o.FinalStepNoise || p.Spec != nil))
+	if o.StepsLate != 0 { // only when set, so the text of a plain request never changes
+		parts = append(parts, fmt.Sprintf("steps_late=%d", o.StepsLate))
+	}
 	if c := p.Spec; c != nil {
 		align := "on"
 		if !c.Align {
@@ -45,6 +53,9 @@ func (p Plan) Params() string {
 		}
 		parts = append(parts, fmt.Sprintf("gamma=%s prefill=%g verify=%s acceptance=%s align=%s schedule=%s max_resample_tries=%d",
 			p.GammaText, c.Prefill, c.Verify, c.Acceptance, align, c.Schedule, c.MaxResampleTries))
+		if knobs := p.LossyKnobs(); knobs != "" {
+			parts = append(parts, knobs)
+		}
 	}
 	return strings.Join(parts, " ")
 }
@@ -54,6 +65,44 @@ func (p Plan) ImageParams(img Image) string {
 	s := fmt.Sprintf("%s class=%d (%s) index=%d", p.Params(), img.Class, p.ClassNames[img.Index], img.Index)
 	if img.Spec != nil {
 		s += fmt.Sprintf(" alpha=%.4f", img.Spec.Alpha())
+	}
+	return s
+}
+
+// LossyKnobs names the lossy speculative settings that differ from their defaults
+// ("rejection=target tolerance=0.5"), or "".
+func (p Plan) LossyKnobs() string {
+	c := p.Spec
+	if c == nil {
+		return ""
+	}
+	var parts []string
+	if c.Rejection != arsampler.Residual {
+		parts = append(parts, "rejection="+c.Rejection.String())
+	}
+	if c.Tolerance != 0 {
+		parts = append(parts, fmt.Sprintf("tolerance=%g", c.Tolerance))
+	}
+	return strings.Join(parts, " ")
+}
+
+// SpecText is the speculative configuration in a line ("gamma=8 prefill=0.05 verify=prefix
+// acceptance=paper align=on", then self-drafting and the lossy knobs when set), or "".
+func (p Plan) SpecText() string {
+	c := p.Spec
+	if c == nil {
+		return ""
+	}
+	align := "on"
+	if !c.Align {
+		align = "off"
+	}
+	s := fmt.Sprintf("gamma=%s prefill=%g verify=%s acceptance=%s align=%s", p.GammaText, c.Prefill, c.Verify, c.Acceptance, align)
+	if c.SelfDraft {
+		s += " draft=self"
+	}
+	if knobs := p.LossyKnobs(); knobs != "" {
+		s += " " + knobs
 	}
 	return s
 }

@@ -12,6 +12,7 @@ import (
 	"marspec/api"
 	"marspec/arsampler"
 	"marspec/mar"
+	"marspec/onnxrt"
 )
 
 // Modes.
@@ -50,24 +51,67 @@ type Plan struct {
 // Images is the number of images the plan makes.
 func (p Plan) Images() int { return len(p.Classes) }
 
-// Validate checks every value of req against cat and returns the plan. Each defect is a
-// *FieldError wrapping ErrInvalid and naming the field; the first one found is returned.
+// Request is what a caller asks for: the wire request, plus the settings only the CLI and
+// offline runs offer (self-drafting, the lossy knobs, step annealing), which the service does
+// not expose. Nil pointers and empty strings mean "the default".
+type Request struct {
+	api.GenerateRequest
+	SelfDraft bool     // spec: the target drafts from its own previous pass (no draft pack)
+	Rejection string   // spec: what replaces a rejected draft: residual (default) or target
+	Tolerance *float64 // spec: acceptance tolerance in nats; 0 = off
+	StepsLate *int     // diffusion steps of the last AR step (annealing); 0 = off
+	// NGiven says N was given explicitly (a command-line flag): 0 is then refused instead of
+	// meaning the default of one image per class.
+	NGiven bool
+}
+
+// Validate checks a wire request (see ValidateRequest).
 func Validate(req api.GenerateRequest, cat Catalog) (Plan, error) {
-	var p Plan
-	mode, preset := req.Mode, req.Preset
-	var pre Preset
+	return ValidateRequest(Request{GenerateRequest: req}, cat)
+}
+
+// ResolveMode returns the mode and preset req runs with: its preset's mode, its own mode, or,
+// when it names neither, DefaultPreset's (spec when it names speculative settings but the
+// default preset runs another mode).
+func ResolveMode(req Request) (mode, preset string, pre Preset, err error) {
+	return resolveMode(req, DefaultPreset)
+}
+
+func resolveMode(req Request, defaultPreset string) (mode, preset string, pre Preset, err error) {
+	mode, preset = req.Mode, req.Preset
+	if preset == "" && mode == "" && defaultPreset != "" {
+		if d, ok := Presets[defaultPreset]; ok && (d.Mode == ModeSpec || specField(req) == "") {
+			preset = defaultPreset
+		}
+	}
 	if preset != "" {
 		var ok bool
 		if pre, ok = Presets[preset]; !ok {
-			return p, fieldErr("preset", strconv.Quote(preset), strings.Join(PresetNames(), ", "), "unknown")
+			return "", "", pre, fieldErr("preset", strconv.Quote(preset), strings.Join(PresetNames(), ", "), "unknown")
 		}
 		if mode != "" && mode != pre.Mode {
-			return p, fieldErr("mode", mode, "omit it, or "+pre.Mode, "conflicts with preset "+preset)
+			return "", "", pre, fieldErr("mode", mode, "omit it, or "+pre.Mode, "conflicts with preset "+preset)
 		}
 		mode = pre.Mode
 	}
 	if mode == "" {
 		mode = ModeSpec
+	}
+	switch mode {
+	case ModeTarget, ModeDraft, ModeSpec:
+	default:
+		return "", "", pre, fieldErr("mode", strconv.Quote(mode), "target, draft, spec", "unknown")
+	}
+	return mode, preset, pre, nil
+}
+
+// ValidateRequest checks every value of req against cat and returns the plan. Each defect is
+// a *FieldError wrapping ErrInvalid and naming the field; the first one found is returned.
+func ValidateRequest(req Request, cat Catalog) (Plan, error) {
+	var p Plan
+	mode, preset, pre, err := ResolveMode(req)
+	if err != nil {
+		return p, err
 	}
 	man := cat.Target
 	p.Pack = cat.TargetPack
@@ -75,8 +119,6 @@ func Validate(req api.GenerateRequest, cat Catalog) (Plan, error) {
 	case ModeTarget, ModeSpec:
 	case ModeDraft:
 		man, p.Pack = cat.Draft, cat.DraftPack
-	default:
-		return p, fieldErr("mode", strconv.Quote(mode), "target, draft, spec", "unknown")
 	}
 	if man == nil {
 		return p, fieldErr("mode", mode, "", "no "+mode+" model is loaded")
@@ -86,8 +128,11 @@ func Validate(req api.GenerateRequest, cat Catalog) (Plan, error) {
 	p.SeqLen, p.GridH, p.GridW = L, man.Grid.Height, man.Grid.Width
 	p.ImageHWC = [3]int{man.Image.Height, man.Image.Width, man.Image.Channels}
 
-	var err error
-	if p.Classes, err = resolveClasses(man, req.Class, req.N, cat.MaxImages); err != nil {
+	n := req.N
+	if n == 0 && !req.NGiven {
+		n = 1
+	}
+	if p.Classes, err = resolveClasses(man, req.Class, n, cat.MaxImages); err != nil {
 		return p, err
 	}
 	for _, c := range p.Classes {
@@ -102,14 +147,16 @@ func Validate(req api.GenerateRequest, cat Catalog) (Plan, error) {
 		}
 		return p, nil
 	}
-	if cat.Draft == nil {
+	if cat.Draft == nil && !req.SelfDraft {
 		return p, fieldErr("mode", mode, "target", "no draft model is loaded")
 	}
 	if p.Options.NumIter != L {
 		return p, fieldErr("num_iter", p.Options.NumIter, fmt.Sprintf("omit it, or %d", L), "spec mode decodes one token per AR step")
 	}
-	p.DraftPack = cat.DraftPack
-	cfg, gamma, err := specConfig(req, pre, cat.Provider, L)
+	if !req.SelfDraft {
+		p.DraftPack = cat.DraftPack
+	}
+	cfg, gamma, err := specConfig(req, pre, cat.Provider)
 	if err != nil {
 		return p, err
 	}
@@ -122,9 +169,6 @@ func Validate(req api.GenerateRequest, cat Catalog) (Plan, error) {
 func resolveClasses(man *mar.Manifest, given api.Classes, n, maxImages int) ([]int, error) {
 	if maxImages <= 0 {
 		maxImages = 10000
-	}
-	if n == 0 {
-		n = 1
 	}
 	if n < 1 || n > maxImages {
 		return nil, fieldErr("n", n, fmt.Sprintf("1 to %d images per class", maxImages), "")
@@ -194,7 +238,7 @@ func Slug(s string) string {
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // samplingOptions fills and checks what every mode shares.
-func samplingOptions(req api.GenerateRequest, man *mar.Manifest, pre Preset) (mar.Options, error) {
+func samplingOptions(req Request, man *mar.Manifest, pre Preset) (mar.Options, error) {
 	L := man.SeqLen()
 	opt := mar.Options{CFG: 1, CFGSchedule: "linear", Temperature: 1, NumIter: L, Steps: man.Diffusion.SamplingSteps}
 	if req.Seed != nil {
@@ -246,6 +290,12 @@ func samplingOptions(req api.GenerateRequest, man *mar.Manifest, pre Preset) (ma
 			opt.Steps = v
 		}
 	}
+	if req.StepsLate != nil {
+		if v := *req.StepsLate; v < 0 || v > opt.Steps {
+			return opt, fieldErr("steps_late", v, fmt.Sprintf("0 = no annealing, or 1 to steps = %d", opt.Steps), "")
+		}
+		opt.StepsLate = *req.StepsLate
+	}
 	if req.FinalStepNoise != nil {
 		opt.FinalStepNoise = *req.FinalStepNoise
 	}
@@ -253,8 +303,14 @@ func samplingOptions(req api.GenerateRequest, man *mar.Manifest, pre Preset) (ma
 }
 
 // specField names the first speculative setting present in req, or "".
-func specField(req api.GenerateRequest) string {
+func specField(req Request) string {
 	switch {
+	case req.SelfDraft:
+		return "draft"
+	case req.Rejection != "":
+		return "rejection"
+	case req.Tolerance != nil:
+		return "tolerance"
 	case req.Gamma != "":
 		return "gamma"
 	case req.Prefill != nil:
@@ -284,15 +340,18 @@ func pick(given, preset, def string) string {
 }
 
 // specConfig fills and checks the speculative settings.
-func specConfig(req api.GenerateRequest, pre Preset, provider string, L int) (arsampler.Config, string, error) {
+func specConfig(req Request, pre Preset, provider string) (arsampler.Config, string, error) {
 	cfg := arsampler.DefaultConfig()
 	gamma := pick(string(req.Gamma), pre.Gamma, "8")
 	if gamma == "auto" {
 		cfg.AutoGamma = true
 	} else {
 		g, err := strconv.Atoi(gamma)
-		if err != nil || g < 1 || g > 256 {
-			return cfg, "", fieldErr("gamma", strconv.Quote(gamma), "1 to 256, or auto", "")
+		if err != nil {
+			return cfg, "", fieldErr("gamma", strconv.Quote(gamma), "1 to 256, or auto", "not a whole number")
+		}
+		if g < 1 || g > 256 {
+			return cfg, "", fieldErr("gamma", g, "1 to 256, or auto", "")
 		}
 		cfg.Gamma = g
 	}
@@ -312,10 +371,13 @@ func specConfig(req api.GenerateRequest, pre Preset, provider string, L int) (ar
 	if req.Align != nil {
 		cfg.Align = *req.Align
 	}
+	cfg.SelfDraft = req.SelfDraft
 	switch s := pick(req.Schedule, "", "auto"); s {
 	case "auto":
-		cfg.Schedule = arsampler.Lazy // a CPU pays for every context row, a GPU for every call
-		if provider == "cuda" {
+		// a CPU pays for every context row, a GPU for every call; self-drafting's one gain is
+		// that a round's contexts share one pass, so it stays batched
+		cfg.Schedule = arsampler.Lazy
+		if strings.HasPrefix(provider, "cuda") || cfg.SelfDraft {
 			cfg.Schedule = arsampler.Batched
 		}
 	case "batched", "lazy":
@@ -329,7 +391,45 @@ func specConfig(req api.GenerateRequest, pre Preset, provider string, L int) (ar
 		}
 		cfg.MaxResampleTries = *req.MaxResampleTries
 	}
+	if cfg.Rejection, err = arsampler.ParseRejection(pick(req.Rejection, "", "residual")); err != nil {
+		return cfg, "", fieldErr("rejection", strconv.Quote(req.Rejection), "residual, target", "unknown")
+	}
+	if req.Tolerance != nil {
+		// e^10 ~ 22000: beyond that every draft is accepted anyway
+		if v := *req.Tolerance; !finite(v) || v < 0 || v > 10 {
+			return cfg, "", fieldErr("tolerance", v, "0 = off, up to 10 nats", "")
+		}
+		cfg.Tolerance = *req.Tolerance
+	}
 	return cfg, gamma, nil
+}
+
+// SpecConfig checks the speculative settings of req alone and returns them with sampling as
+// the target's options: for runs that build their own images (bench, scoring runs) but check
+// their settings here, like a request.
+func SpecConfig(req Request, provider string, sampling mar.Options) (arsampler.Config, error) {
+	cfg, _, err := specConfig(req, Preset{}, provider)
+	cfg.Sampling = sampling
+	return cfg, err
+}
+
+// ParseSwitch reads an on/off setting such as align.
+func ParseSwitch(field, v string) (bool, error) {
+	switch v {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, fieldErr(field, strconv.Quote(v), "on, off", "unknown")
+}
+
+// ValidateBatch checks how many images a direct run keeps in flight (0 = all of them).
+func ValidateBatch(n int) error {
+	if n < 0 || n > 4096 {
+		return fieldErr("batch", n, "0 = all images, or 1 to 4096", "")
+	}
+	return nil
 }
 
 // NewSeed draws a seed for a request that gave none (it is reported back, so the images can
@@ -342,8 +442,8 @@ func NewSeed() uint64 {
 
 // ValidateRuntime checks the settings of the model runtime (not part of a request).
 func ValidateRuntime(provider string, threads int) error {
-	if provider != "cpu" && provider != "cuda" {
-		return fieldErr("provider", strconv.Quote(provider), "cpu, cuda", "unknown")
+	if _, err := onnxrt.ParseDevice(provider); err != nil {
+		return fieldErr("provider", strconv.Quote(provider), "cpu, cuda, cuda:N", "unknown")
 	}
 	if threads < 0 || threads > 1024 {
 		return fieldErr("threads", threads, "0 = ONNX Runtime's default, or 1 to 1024", "")

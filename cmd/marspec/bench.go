@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"marspec/generation"
 	"marspec/mar"
 )
 
@@ -29,7 +30,13 @@ func runBench(args []string) error {
 	fs.IntVar(&pf.rounds, "rounds", 3, "--profile: timed generations per path, interleaved")
 	var sb specBench
 	sb.add(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := generation.ValidateRuntime(rt.provider, rt.threads); err != nil {
 		return err
 	}
 	if *profile {
@@ -41,6 +48,9 @@ func runBench(args []string) error {
 		return runProfile(m, pf, *steps, rt.threads)
 	}
 	if *spec {
+		if _, _, err := sb.configs(); err != nil { // before opening anything
+			return err
+		}
 		t, err := rt.open(*target)
 		if err != nil {
 			return err

@@ -61,6 +61,10 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 		return cs
 	}
 	base := mar.Options{Seed: 1, Steps: steps, FinalStepNoise: true}
+	grid, ablation, err := b.configs()
+	if err != nil {
+		return err
+	}
 	// target-only and draft-only time per image at each batch size, measured in this run
 	targetSec, draftSec := map[int]float64{}, map[int]float64{}
 	fmt.Println("| batch | target-only s/image | draft-only s/image | c (draft/target) |")
@@ -85,10 +89,6 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 	fmt.Println("| gamma | prefill | verify | schedule | acceptance | batch | alpha | mean gamma | target rows/token | s/image | measured speedup | predicted speedup |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var gpuRows []string
-	grid, err := b.grid()
-	if err != nil {
-		return err
-	}
 	for _, sf := range grid {
 		for _, bs := range batches {
 			n := max(bs, b.imagesMin)
@@ -134,18 +134,41 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 	fmt.Printf("Alignment ablation (paper's Table 4), gamma %d, prefill 0.05, prefix verification, batch %d:\n\n", b.ablationGamma, batches[len(batches)-1])
 	fmt.Println("| acceptance | align | alpha | RMS draft-target token distance |")
 	fmt.Println("|---|---|---|---|")
-	for _, a := range []string{"paper", "exact"} {
-		for _, al := range []string{"off", "on"} {
-			sf := specFlags{gamma: strconv.Itoa(b.ablationGamma), prefill: 0.05, verify: "prefix", acceptance: a, align: al, schedule: "lazy", maxTries: 1000}
-			bs := batches[len(batches)-1]
-			sum, _, err := runSpecOnce(target, draft, sf, base, classesFor(max(bs, b.imagesMin)), bs)
-			if err != nil {
-				return err
-			}
-			fmt.Printf("| %s | %s | %.3f | %.3f |\n", a, al, sum.Alpha, sum.MeanTokenDistance)
+	for _, sf := range ablation {
+		bs := batches[len(batches)-1]
+		sum, _, err := runSpecOnce(target, draft, sf, base, classesFor(max(bs, b.imagesMin)), bs)
+		if err != nil {
+			return err
 		}
+		fmt.Printf("| %s | %s | %.3f | %.3f |\n", sf.acceptance, sf.align, sum.Alpha, sum.MeanTokenDistance)
 	}
 	return nil
+}
+
+// configs are the table's and the ablation's configurations, every one checked, so a typo
+// in a list fails at once instead of after minutes of timing.
+func (b *specBench) configs() (grid, ablation []specFlags, err error) {
+	if grid, err = b.grid(); err != nil {
+		return nil, nil, err
+	}
+	ablation = b.ablation()
+	for _, sf := range append(append([]specFlags{}, grid...), ablation...) {
+		if _, err := sf.config(mar.Options{}); err != nil {
+			return nil, nil, err
+		}
+	}
+	return grid, ablation, nil
+}
+
+// ablation is the alignment ablation's configurations: both criteria, noise shared or not.
+func (b *specBench) ablation() []specFlags {
+	var out []specFlags
+	for _, a := range []string{"paper", "exact"} {
+		for _, al := range []string{"off", "on"} {
+			out = append(out, specFlags{gamma: strconv.Itoa(b.ablationGamma), prefill: 0.05, verify: "prefix", acceptance: a, align: al, schedule: "lazy", maxTries: 1000})
+		}
+	}
+	return out
 }
 
 // grid is every speculative configuration of the bench, in table order.

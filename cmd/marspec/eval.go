@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"marspec/arsampler"
 	"marspec/fid"
+	"marspec/generation"
 	"marspec/mar"
 	"marspec/models"
 	"marspec/render"
@@ -64,7 +66,13 @@ func runEval(args []string) error {
 	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
 	schedule := fs.String("schedule", "auto", "prefix rounds: batched, lazy or auto (lazy on cpu); the images are the same, only the cost differs, so it is not part of the run's settings")
 	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded Fashion-MNIST test set)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := generation.ValidateRuntime(rt.provider, rt.threads); err != nil {
 		return err
 	}
 	if *out == "" {
@@ -189,10 +197,10 @@ func checkRunSettings[T any](dir string, s T) error {
 }
 
 func openEvaluator(rt *runtimeFlags, name string) (*fid.Evaluator, error) {
-	if err := mar.InitRuntime(rt.ortLib); err != nil {
+	opt, err := rt.sessionOptions()
+	if err != nil {
 		return nil, err
 	}
-	opt := mar.SessionOptions{Provider: mar.Provider(rt.provider), IntraOpThreads: rt.threads}
 	if name == "evaluator" {
 		if st, err := os.Stat(name); err != nil || !st.IsDir() {
 			return fid.LoadEvaluator(models.FS, "evaluator", path.Join("embedded", "evaluator"), opt)
@@ -253,30 +261,23 @@ func (g chunkGenerator) run(c int, ev *fid.Evaluator) (*fid.Chunk, error) {
 		ch.Classes = append(ch.Classes, i%len(g.target.Manifest.Classes))
 	}
 	start := time.Now()
-	var pixels [][]uint8
-	if g.spec == nil {
-		opt := g.opt
-		opt.FirstIndex = first
-		imgs, err := g.model.Generate(ch.Classes, opt)
-		if err != nil {
-			return nil, err
-		}
-		for _, im := range imgs {
-			pixels = append(pixels, im.Pixels)
-		}
-	} else {
-		res, sum, err := arsampler.Generate(g.target, g.draft, *g.spec, ch.Classes, first, g.settings.Batch)
-		if err != nil {
-			return nil, err
-		}
+	gen, err := generation.NewGenerator(g.plan(), generation.Fixed{"target": g.target, "draft": g.draft}, g.settings.Batch)
+	if err != nil {
+		return nil, err
+	}
+	res, err := gen.Generate(context.Background(), ch.Classes, first)
+	if err != nil {
+		return nil, err
+	}
+	pixels := make([][]uint8, len(res.Images))
+	for i, im := range res.Images {
+		pixels[i] = im.Pixels
+	}
+	if sum := res.Summary; sum != nil {
 		ch.Drafted, ch.Accepted = sum.Drafted, sum.Accepted
 		ch.AcceptedAtStep, ch.RejectedAtStep = sum.AcceptedAtStep, sum.RejectedAtStep
-		for _, r := range res {
-			pixels = append(pixels, r.Pixels)
-		}
 	}
 	ch.Seconds = time.Since(start).Seconds()
-	var err error
 	if ch.Features, ch.Probs, err = ev.Evaluate(pixels); err != nil {
 		return nil, err
 	}
@@ -286,6 +287,19 @@ func (g chunkGenerator) run(c int, ev *fid.Evaluator) (*fid.Chunk, error) {
 		}
 	}
 	return ch, nil
+}
+
+// plan is the configuration as a generation plan over the run's two packs (named "target"
+// and "draft"), so a chunk is made as `marspec generate` makes its images.
+func (g chunkGenerator) plan() generation.Plan {
+	p := generation.Plan{Mode: generation.ModeTarget, Pack: "target", Options: g.opt, Spec: g.spec}
+	switch {
+	case g.spec != nil:
+		p.Mode, p.DraftPack = generation.ModeSpec, "draft"
+	case g.model == g.draft:
+		p.Mode, p.Pack = generation.ModeDraft, "draft"
+	}
+	return p
 }
 
 func (g chunkGenerator) saveGrid(pixels [][]uint8) error {
@@ -469,7 +483,7 @@ func runEvalMerge(args []string) error {
 	out := fs.String("out", "", "the merged run folder")
 	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
 	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded test set)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *out == "" || fs.NArg() == 0 {

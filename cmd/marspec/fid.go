@@ -17,7 +17,7 @@ func runFID(args []string) error {
 	evaluator := fs.String("evaluator", "evaluator", "evaluator: the embedded Fashion-MNIST CNN, or a folder (docs/evaluation.md)")
 	stats := fs.String("stats", "", "make statistics of this image folder (with -o)")
 	outPath := fs.String("o", "", "where --stats writes its .npz")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	open := func() (*fid.Evaluator, error) { return openEvaluator(rt, *evaluator) }

@@ -15,7 +15,9 @@ func TestFIDCommand(t *testing.T) {
 	if _, stderr, code := marspec(t, nil, "generate", "--model", "draft", "--class", "all", "--n", "2", "--out", imgs); code != 0 {
 		t.Fatalf("generate: %s", stderr)
 	}
-	os.Remove(filepath.Join(imgs, "grid.png"))
+	if _, err := os.Stat(filepath.Join(imgs, "grid.png")); err == nil {
+		t.Fatal("generate put its grid into the image folder that fid scores")
+	}
 	out, stderr, code := marspec(t, nil, "fid", imgs, imgs)
 	if code != 0 {
 		t.Fatalf("fid: %s", stderr)
@@ -40,7 +42,7 @@ func TestFIDCommand(t *testing.T) {
 	}
 	empty, junk, big := t.TempDir(), t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(junk, "notes.txt"), []byte("hello"), 0o644)
-	if _, stderr, code := marspec(t, nil, "generate", "--model", "draft", "--class", "0", "--out", big); code != 0 {
+	if _, stderr, code := marspec(t, nil, "generate", "--model", "draft", "--class", "0", "--out", big, "--grid", filepath.Join(big, "grid.png")); code != 0 {
 		t.Fatal(stderr)
 	}
 	for _, c := range []struct {

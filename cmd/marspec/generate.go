@@ -1,167 +1,267 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"image"
-	"math"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
-	"time"
 
 	"marspec/arsampler"
+	"marspec/generation"
 	"marspec/mar"
-	"marspec/render"
 )
 
 // maxImages bounds one request: larger runs belong to offline scoring with its own batching.
 const maxImages = 10000
 
+// selfDraftName is the --draft value that selects self-drafting.
+const selfDraftName = "self"
+
 type generateFlags struct {
-	rt                         *runtimeFlags
-	mode, model, target, draft string
-	class                      string
-	n, numIter, steps, batch   int
-	seed                       uint64
-	out, cfgSchedule           string
-	cfg, temp                  float64
-	finalNoise                 bool
-	spec                       specFlags
-	jsonOut                    bool
-	heatmap                    string
+	rt                       *runtimeFlags
+	mode, preset             string
+	model, target, draft     string
+	class                    string
+	n, numIter, steps, batch int
+	stepsLate                int
+	seed                     uint64
+	out, grid, cfgSchedule   string
+	cfg, temp                float64
+	finalNoise, overwrite    bool
+	spec                     specFlags
+	jsonOut                  bool
+	heatmap                  string
 }
 
-func runGenerate(args []string) error {
-	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
-	g := generateFlags{rt: addRuntimeFlags(fs)}
-	fs.StringVar(&g.mode, "mode", "", "target, draft or spec (default: spec, or target-only when --model is given)")
-	fs.StringVar(&g.model, "model", "", "target-only generation with this pack: target, draft (embedded) or a pack folder")
+func (g *generateFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&g.mode, "mode", "", "target, draft or spec (default: the default preset's, spec when none; target-only when --model is given)")
+	fs.StringVar(&g.preset, "preset", "", "a named bundle of settings: "+strings.Join(generation.PresetNames(), ", ")+"; flags given explicitly win")
+	fs.StringVar(&g.model, "model", "", "run one pack alone: target, draft (embedded) or a pack folder (the same as --mode target --target PACK)")
 	fs.StringVar(&g.target, "target", "target", "target pack (embedded name or folder)")
 	fs.StringVar(&g.draft, "draft", "draft", "draft pack (embedded name or folder), or self: the target drafts from its own previous pass (no draft network; spec mode)")
-	fs.StringVar(&g.class, "class", "all", "class index, class name, or 'all' (n images of every class)")
+	fs.StringVar(&g.class, "class", "all", "class id, name, file-name slug (t-shirt-top), 'all', or a comma-separated list of those")
 	fs.IntVar(&g.n, "n", 1, "images per class")
 	fs.Uint64Var(&g.seed, "seed", 0, "random seed: the same seed and options give the same image bytes")
-	fs.StringVar(&g.out, "out", "out", "output folder")
-	fs.Float64Var(&g.cfg, "cfg", 1, "classifier-free guidance scale (1 = off)")
+	fs.StringVar(&g.out, "out", "out", "output folder: the images only (what `marspec fid` scores); must be new or empty unless --overwrite")
+	fs.BoolVar(&g.overwrite, "overwrite", false, "reuse a non-empty --out: remove the images an earlier run wrote there (NNNN_classC_*.png) first; other files are kept and listed")
+	fs.StringVar(&g.grid, "grid", "", "where the grid of all images goes (default: OUT-grid.png next to the folder; none = no grid)")
+	fs.Float64Var(&g.cfg, "cfg", 1, "classifier-free guidance scale, 1 to 50 (1 = off)")
 	fs.StringVar(&g.cfgSchedule, "cfg-schedule", "linear", "guidance schedule over AR steps: linear (MAR) or constant")
-	fs.Float64Var(&g.temp, "temperature", 1, "diffusion sampling temperature")
+	fs.Float64Var(&g.temp, "temperature", 1, "diffusion sampling temperature, 0.05 to 5")
 	fs.IntVar(&g.numIter, "num-iter", 0, "AR steps, target/draft modes (0 = one token per step)")
 	fs.IntVar(&g.steps, "steps", 0, "diffusion sampling steps (0 = the pack's)")
+	fs.IntVar(&g.stepsLate, "steps-late", 0, "diffusion steps of the last AR step, annealed linearly from --steps (0 = no annealing)")
 	fs.IntVar(&g.batch, "batch", 0, "images in flight at once (0 = all, up to 64)")
 	fs.BoolVar(&g.finalNoise, "final-step-noise", false, "target/draft modes: give the last diffusion step its variance, as spec mode must (for like-for-like comparisons)")
 	g.spec.add(fs)
 	fs.BoolVar(&g.jsonOut, "json", false, "print the statistics as one JSON object")
 	fs.StringVar(&g.heatmap, "heatmap", "", "spec mode: write the per-position acceptance map (PNG) to this file")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	pack, mode := g.target, g.mode
-	switch {
-	case g.model != "" && (mode == "" || mode == "target"):
-		pack, mode = g.model, "target"
-	case g.model != "":
-		return fmt.Errorf("--model selects target-only generation; with --mode %s use --target and --draft", mode)
-	case mode == "":
-		mode = "spec"
-	case mode == "draft" && g.draft == selfDraftName:
-		return fmt.Errorf("--draft self is the target drafting for itself; it has no draft-only mode")
-	case mode == "draft":
-		pack = g.draft
-	case mode != "target" && mode != "spec":
-		return fmt.Errorf("mode %q unknown (allowed: target, draft, spec)", mode)
-	}
-	m, err := g.rt.open(pack)
-	if err != nil {
-		return err
-	}
-	classes, err := requestedClasses(m.Manifest, g.class, g.n)
-	if err != nil {
-		return err
-	}
-	if g.batch == 0 {
-		g.batch = min(64, len(classes))
-	}
-	opt := mar.Options{Seed: g.seed, CFG: g.cfg, CFGSchedule: g.cfgSchedule, Temperature: g.temp,
-		NumIter: g.numIter, Steps: g.steps, Batch: g.batch, FinalStepNoise: g.finalNoise}
-	if err := m.Validate(&opt); err != nil {
-		return err
-	}
-	if mode == "spec" {
-		return g.runSpec(m, classes, opt)
-	}
-	start := time.Now()
-	images, err := m.Generate(classes, opt)
-	if err != nil {
-		return err
-	}
-	secs := time.Since(start).Seconds()
-	if err := saveImages(g.out, m, images, describe(opt, "mode="+mode, "pack="+m.Manifest.Name)); err != nil {
-		return err
-	}
-	return g.report(map[string]any{"mode": mode, "images": len(images), "seconds": secs,
-		"images_per_second": float64(len(images)) / secs}, nil)
 }
 
-// selfDraftName is the --draft value that selects self-drafting.
-const selfDraftName = "self"
-
-func (g *generateFlags) runSpec(target *mar.Model, classes []int, opt mar.Options) error {
-	var draft *mar.Model // nil: self-drafting
-	draftName := selfDraftName
-	if g.draft == selfDraftName {
-		g.spec.selfDraft = true
-	} else {
-		var err error
-		if draft, err = g.rt.open(g.draft); err != nil {
+func runGenerate(args []string) error {
+	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
+	g := generateFlags{rt: addRuntimeFlags(fs)}
+	g.add(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	req, cat, err := g.request(set)
+	if err != nil {
+		return err
+	}
+	if err := generation.ValidateRuntime(g.rt.provider, g.rt.threads); err != nil {
+		return err
+	}
+	if err := generation.ValidateBatch(g.batch); err != nil {
+		return err
+	}
+	plan, err := generation.ValidateRequest(req, cat)
+	if err != nil {
+		return err
+	}
+	// every output is checked before minutes of generating: nothing fails at the end
+	if g.heatmap != "" {
+		if plan.Spec == nil {
+			return &generation.FieldError{Field: "heatmap", Value: strconv.Quote(g.heatmap), Allowed: "omit it, or use mode spec",
+				Reason: "a " + plan.Mode + "-only run verifies no drafts, so it has no acceptance map"}
+		}
+		if err := generation.CheckFileTarget("heatmap", g.heatmap); err != nil {
 			return err
 		}
-		draftName = draft.Manifest.Name
 	}
-	g.spec.provider = g.rt.provider
-	cfg, err := g.spec.config(opt)
+	grid := g.grid
+	if grid == "" {
+		grid = generation.GridPath(g.out)
+	}
+	if grid != "none" {
+		if err := generation.CheckFileTarget("grid", grid); err != nil {
+			return err
+		}
+	}
+	removed, kept, err := generation.PrepareFolder(g.out, g.overwrite)
 	if err != nil {
 		return err
 	}
-	results, sum, err := arsampler.Generate(target, draft, cfg, classes, 0, g.batch)
+	if removed > 0 {
+		fmt.Fprintf(os.Stderr, "removed %d images of an earlier run from %s\n", removed, g.out)
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(os.Stderr, "kept %d other files in %s (fid scores every PNG there): %s\n", len(kept), g.out, strings.Join(kept, ", "))
+	}
+	batch := g.batch
+	if batch == 0 {
+		batch = min(64, plan.Images())
+	}
+	res, err := generation.Execute(context.Background(), plan, &openedModels{rt: g.rt}, batch)
 	if err != nil {
 		return err
 	}
-	images := make([]mar.Image, len(results))
-	for i, r := range results {
-		images[i] = mar.Image{Index: r.Index, Class: r.Class, Tokens: r.Tokens, Pixels: r.Pixels}
-	}
-	params := describe(cfg.Sampling, "mode=spec", "target="+target.Manifest.Name, "draft="+draftName, g.spec.describe())
-	if knobs := g.spec.describeKnobs(); knobs != "" {
-		params += " " + knobs
-	}
-	if err := saveImages(g.out, target, images, params); err != nil {
+	if err := plan.SaveImages(g.out, res.Images); err != nil {
 		return err
+	}
+	written := fmt.Sprintf("wrote %d images to %s", len(res.Images), g.out)
+	if grid != "none" {
+		if err := plan.WriteGrid(grid, res.Images); err != nil {
+			return err
+		}
+		written += ", the grid to " + grid
 	}
 	if g.heatmap != "" {
-		man := target.Manifest
-		rates := make([]float64, man.SeqLen())
-		for i := range rates {
-			rates[i] = math.NaN()
-			if n := sum.AcceptedAtPos[i] + sum.RejectedAtPos[i]; n > 0 {
-				rates[i] = float64(sum.AcceptedAtPos[i]) / float64(n)
-			}
-		}
-		if err := render.WritePNG(g.heatmap, render.Heatmap(rates, man.Grid.Height, man.Grid.Width, 24), ""); err != nil {
+		if err := plan.WriteHeatmap(g.heatmap, res.Summary); err != nil {
 			return err
 		}
+		written += ", the acceptance map to " + g.heatmap
 	}
-	config := strings.TrimSpace(g.spec.describe() + " " + g.spec.describeKnobs())
-	return g.report(map[string]any{"mode": "spec", "config": config, "draft": draftName, "schedule": cfg.Schedule.String(),
-		"lossless": cfg.Lossless(), "rejection": cfg.Rejection.String(), "tolerance": cfg.Tolerance}, &sum)
+	fmt.Fprintln(os.Stderr, written)
+	return g.report(plan, cat, res)
+}
+
+// request turns the flags into a generation request and the catalog of the packs it needs.
+// Only flags given on the command line are set, so presets and defaults come from package
+// generation alone.
+func (g *generateFlags) request(set map[string]bool) (generation.Request, generation.Catalog, error) {
+	var req generation.Request
+	cat := generation.Catalog{TargetPack: g.target, DraftPack: g.draft, MaxImages: maxImages, Provider: g.rt.provider}
+	req.Mode, req.Preset = g.mode, g.preset
+	if g.model != "" {
+		if g.mode != "" && g.mode != generation.ModeTarget && g.mode != generation.ModeDraft {
+			return req, cat, &generation.FieldError{Field: "model", Value: g.model, Allowed: "omit --mode, or use --target and --draft with --mode " + g.mode,
+				Reason: "runs one pack alone"}
+		}
+		// the draft pack alone is draft mode (stamped so); any other pack runs as the target
+		if g.model == g.draft && g.model != selfDraftName {
+			req.Mode = generation.ModeDraft
+		} else {
+			req.Mode, cat.TargetPack = generation.ModeTarget, g.model
+		}
+	}
+	for _, c := range strings.Split(g.class, ",") {
+		req.Class = append(req.Class, strings.TrimSpace(c))
+	}
+	req.N, req.NGiven = g.n, true
+	req.Seed = &g.seed
+	if set["cfg"] {
+		req.CFG = &g.cfg
+	}
+	if set["cfg-schedule"] {
+		req.CFGSchedule = g.cfgSchedule
+	}
+	if set["temperature"] {
+		req.Temperature = &g.temp
+	}
+	if set["num-iter"] {
+		req.NumIter = &g.numIter
+	}
+	if set["steps"] {
+		req.Steps = &g.steps
+	}
+	if set["steps-late"] {
+		req.StepsLate = &g.stepsLate
+	}
+	if set["final-step-noise"] {
+		req.FinalStepNoise = &g.finalNoise
+	}
+	g.spec.selfDraft = g.draft == selfDraftName
+	if err := g.spec.request(&req, set); err != nil {
+		return req, cat, err
+	}
+	mode, _, _, err := generation.ResolveMode(req)
+	if err != nil {
+		return req, cat, err
+	}
+	// only the packs the mode runs are read, so a bad --draft does not stop a target-only run
+	if mode != generation.ModeDraft {
+		p, err := generation.LoadPack(cat.TargetPack)
+		if err != nil {
+			return req, cat, err
+		}
+		cat.Target = p.Manifest
+	}
+	if mode == generation.ModeDraft || (mode == generation.ModeSpec && !req.SelfDraft) {
+		if g.draft == selfDraftName {
+			return req, cat, &generation.FieldError{Field: "draft", Value: selfDraftName, Allowed: "a draft pack, or mode spec",
+				Reason: "self-drafting has no draft-only mode"}
+		}
+		p, err := generation.LoadPack(cat.DraftPack)
+		if err != nil {
+			return req, cat, err
+		}
+		cat.Draft = p.Manifest
+	}
+	return req, cat, nil
+}
+
+// openedModels opens packs with the command's runtime flags, each once.
+type openedModels struct {
+	rt     *runtimeFlags
+	models map[string]*mar.Model
+}
+
+func (o *openedModels) Model(pack string) (*mar.Model, error) {
+	if m, ok := o.models[pack]; ok {
+		return m, nil
+	}
+	m, err := o.rt.open(pack)
+	if err != nil {
+		return nil, err
+	}
+	if o.models == nil {
+		o.models = map[string]*mar.Model{}
+	}
+	o.models[pack] = m
+	return m, nil
 }
 
 // report prints the run's statistics, as text or as one JSON object.
-func (g *generateFlags) report(base map[string]any, sum *arsampler.Summary) error {
+func (g *generateFlags) report(plan generation.Plan, cat generation.Catalog, res generation.Result) error {
+	man := cat.Target
+	if plan.Mode == generation.ModeDraft {
+		man = cat.Draft
+	}
+	n := len(res.Images)
+	base := map[string]any{"mode": plan.Mode, "pack": man.Name, "images": n, "seconds": res.Seconds,
+		"images_per_second": float64(n) / res.Seconds, "params": plan.Params()}
+	if plan.Preset != "" {
+		base["preset"] = plan.Preset
+	}
+	sum := res.Summary
+	if sum != nil {
+		cfg := plan.Spec
+		draft := selfDraftName
+		if !cfg.SelfDraft {
+			draft = cat.Draft.Name
+		}
+		base["config"], base["draft"], base["schedule"] = plan.SpecText(), draft, cfg.Schedule.String()
+		base["lossless"], base["rejection"], base["tolerance"] = cfg.Lossless(), cfg.Rejection.String(), cfg.Tolerance
+	}
 	if g.jsonOut {
 		if sum != nil {
 			data, _ := json.Marshal(sum)
@@ -170,10 +270,14 @@ func (g *generateFlags) report(base map[string]any, sum *arsampler.Summary) erro
 		return json.NewEncoder(os.Stdout).Encode(base)
 	}
 	if sum == nil {
-		fmt.Printf("%s mode: %d images in %.2f s (%.2f images/s)\n", base["mode"], base["images"], base["seconds"], base["images_per_second"])
+		fmt.Printf("%s mode (%s): %d images in %.2f s (%.2f images/s)\n", plan.Mode, man.Name, n, res.Seconds, float64(n)/res.Seconds)
 		return nil
 	}
-	s := sum
+	printSpecSummary(base, sum)
+	return nil
+}
+
+func printSpecSummary(base map[string]any, s *arsampler.Summary) {
 	fmt.Printf("spec (%s): %d images in %.2f s (target %.2f s, draft %.2f s, other %.2f s)\n",
 		base["config"], s.Images, s.Seconds, s.TargetSeconds, s.DraftSeconds, s.OtherSeconds)
 	fmt.Printf("  alpha %.3f (%.0f%% Hoeffding interval %.3f to %.3f; per-image mean %.3f, %.3f to %.3f): %d of %d drafts accepted\n",
@@ -188,7 +292,6 @@ func (g *generateFlags) report(base map[string]any, sum *arsampler.Summary) erro
 	if lossless, _ := base["lossless"].(bool); !lossless {
 		fmt.Printf("  lossy: %s\n", lossyNote(base, s))
 	}
-	return nil
 }
 
 // lossyNote says how far the run's knobs may move each token's law (docs/speculative.md).
@@ -204,87 +307,4 @@ func lossyNote(base map[string]any, s *arsampler.Summary) string {
 		notes = append(notes, "not prefix+exact: see docs/speculative.md")
 	}
 	return strings.Join(notes, "; ")
-}
-
-// describe renders sampling options (and extra key=value parts) for PNG metadata.
-func describe(opt mar.Options, extra ...string) string {
-	parts := append(extra, fmt.Sprintf("seed=%d cfg=%g cfg_schedule=%s temperature=%g num_iter=%d steps=%d final_step_noise=%v",
-		opt.Seed, opt.CFG, opt.CFGSchedule, opt.Temperature, opt.NumIter, opt.Steps, opt.FinalStepNoise))
-	return strings.Join(parts, " ")
-}
-
-func requestedClasses(man *mar.Manifest, class string, n int) ([]int, error) {
-	if n < 1 || n > maxImages {
-		return nil, fmt.Errorf("--n %d out of range (allowed: 1 to %d)", n, maxImages)
-	}
-	var ids []int
-	if class == "all" {
-		for c := range man.Classes {
-			ids = append(ids, c)
-		}
-	} else {
-		c, err := man.ClassIndex(class)
-		if err != nil {
-			return nil, err
-		}
-		ids = []int{c}
-	}
-	if len(ids)*n > maxImages {
-		return nil, fmt.Errorf("%d images requested (allowed: at most %d)", len(ids)*n, maxImages)
-	}
-	var classes []int
-	for _, c := range ids {
-		for i := 0; i < n; i++ {
-			classes = append(classes, c)
-		}
-	}
-	return classes, nil
-}
-
-func saveImages(dir string, m *mar.Model, images []mar.Image, params string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	man := m.Manifest
-	var cells []image.Image
-	for _, im := range images {
-		img, err := render.FromPixels(im.Pixels, man.Image.Height, man.Image.Width, man.Image.Channels)
-		if err != nil {
-			return err
-		}
-		name := fmt.Sprintf("%04d_class%d_%s.png", im.Index, im.Class, slug(man.Classes[im.Class]))
-		meta := fmt.Sprintf("%s class=%d (%s) index=%d", params, im.Class, man.Classes[im.Class], im.Index)
-		if err := render.WritePNG(filepath.Join(dir, name), img, meta); err != nil {
-			return err
-		}
-		cells = append(cells, img)
-	}
-	cols := len(images)
-	if n := countPerClass(images); n > 0 && n < len(images) {
-		cols = n
-	}
-	cols = min(cols, 16)
-	if err := render.WritePNG(filepath.Join(dir, "grid.png"), render.Grid(cells, cols, 4), params); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "wrote %d images and grid.png to %s\n", len(images), dir)
-	return nil
-}
-
-// countPerClass returns how many consecutive images share the first class (a grid row each).
-func countPerClass(images []mar.Image) int {
-	n := 0
-	for n < len(images) && images[n].Class == images[0].Class {
-		n++
-	}
-	return n
-}
-
-func slug(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '-'
-	}, strings.ToLower(s))
 }

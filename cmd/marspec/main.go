@@ -2,7 +2,10 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -10,7 +13,7 @@ const usage = `marspec: class-conditional image generation with MAR-style models
 
 usage:
   marspec generate [flags]   generate images (marspec generate -h for flags)
-  marspec models   [flags]   list model packs and their classes
+  marspec models   [flags]   list model packs and their classes, and check their graphs
   marspec bench    [flags]   time transformer, head and generation (--spec: speculative table)
   marspec fid A B            FID between folders of images or .npz statistics (--stats DIR -o F)
   marspec eval --out RUN     offline scoring run: FID, IS, accuracy, alpha, speedup per configuration
@@ -19,33 +22,69 @@ usage:
   marspec frontier --out RUN  speed vs quality: configurations interleaved, FID/IS/images/s, Pareto frontier
 `
 
-func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
-	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
-	case "generate":
-		err = runGenerate(args)
-	case "models":
-		err = runModels(args)
-	case "bench":
-		err = runBench(args)
-	case "fid":
-		err = runFID(args)
-	case "eval":
-		err = runEval(args)
-	case "frontier":
-		err = runFrontier(args)
-	case "-h", "--help", "help":
-		fmt.Print(usage)
-		return
-	default:
-		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval, frontier)", cmd)
+// errHelpShown is returned after -h printed a command's flags: the command succeeded.
+var errHelpShown = errors.New("help shown")
+
+// parseFlags parses a command's flags. -h prints the flags to stdout (and the command exits 0);
+// a bad flag is one line naming it, with a hint where the flags are listed, not the whole
+// list.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Printf("usage: marspec %s [flags]\n\nflags:\n", fs.Name())
+		fs.SetOutput(os.Stdout)
+		fs.PrintDefaults()
+		return errHelpShown
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "marspec:", err)
-		os.Exit(1)
+		return fmt.Errorf("%v (marspec %s -h lists the flags)", err, fs.Name())
 	}
+	return nil
+}
+
+// noArgs refuses words left after a command's flags.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags come as --name value; marspec %s -h lists them)", fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run is the command line without the process exit, so the exit status is one decision.
+func run(args []string) int {
+	if len(args) < 1 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "generate":
+		err = runGenerate(rest)
+	case "models":
+		err = runModels(rest)
+	case "bench":
+		err = runBench(rest)
+	case "fid":
+		err = runFID(rest)
+	case "eval":
+		err = runEval(rest)
+	case "frontier":
+		err = runFrontier(rest)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return 0
+	default:
+		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval, frontier; marspec -h lists them)", cmd)
+	}
+	switch {
+	case err == nil, errors.Is(err, errHelpShown), errors.Is(err, flag.ErrHelp):
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "marspec:", err)
+	return 1
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"marspec/render"
 )
 
 // The tests run the real command: the test binary re-executes itself as marspec.
@@ -51,8 +53,11 @@ func TestGenerateIsDeterministic(t *testing.T) {
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join(a, "*.png"))
-	if len(files) != 5 {
-		t.Fatalf("want 4 images and a grid, got %v", files)
+	if len(files) != 4 {
+		t.Fatalf("want 4 images, got %v", files)
+	}
+	if _, err := os.Stat(a + "-grid.png"); err != nil {
+		t.Fatalf("no grid next to the folder: %v", err)
 	}
 	for _, f := range files {
 		x, _ := os.ReadFile(f)
@@ -93,21 +98,33 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown class", nil, []string{"generate", "--class", "hat"}, `unknown class "hat"`},
-		{"class out of range", nil, []string{"generate", "--class", "10"}, "class 10 out of range"},
-		{"zero n", nil, []string{"generate", "--n", "0"}, "--n 0 out of range"},
+		{"unknown class", nil, []string{"generate", "--class", "hat"}, `class "hat": unknown`},
+		{"class out of range", nil, []string{"generate", "--class", "10"}, "class 10: out of range"},
+		{"zero n", nil, []string{"generate", "--n", "0"}, "n 0: out of range"},
 		{"huge n", nil, []string{"generate", "--n", "100000000"}, "out of range"},
 		{"missing pack", nil, []string{"generate", "--model", "/no/such/pack"}, "model pack /no/such/pack: no such folder"},
 		{"corrupted onnx", nil, []string{"generate", "--model", broken, "--out", out}, "transformer.onnx: not a readable ONNX model"},
 		{"missing runtime", []string{"MARSPEC_ORT_LIB=/no/such/libonnxruntime.so"}, []string{"generate", "--out", out}, "onnxruntime library /no/such/libonnxruntime.so not found"},
-		{"bad cfg", nil, []string{"generate", "--cfg", "0.5", "--out", out}, "cfg 0.5 out of range"},
+		{"bad cfg", nil, []string{"generate", "--cfg", "0.5", "--out", out}, "cfg 0.5: out of range"},
 		{"unknown command", nil, []string{"paint"}, `unknown command "paint"`},
-		{"bad gamma", nil, []string{"generate", "--gamma", "many", "--out", out}, `gamma "many" is not a number`},
-		{"gamma zero", nil, []string{"generate", "--gamma", "0", "--out", out}, "gamma 0 out of range"},
-		{"bad verify", nil, []string{"generate", "--verify", "all", "--out", out}, `verify "all" unknown`},
-		{"bad schedule", nil, []string{"generate", "--schedule", "eager", "--out", out}, `schedule "eager" unknown (allowed: auto, batched, lazy)`},
-		{"bad prefill", nil, []string{"generate", "--prefill", "1.5", "--out", out}, "prefill 1.5 out of range"},
-		{"bad mode", nil, []string{"generate", "--mode", "fast", "--out", out}, `mode "fast" unknown`},
+		{"bad gamma", nil, []string{"generate", "--gamma", "many", "--out", out}, `gamma "many": not a whole number`},
+		{"gamma zero", nil, []string{"generate", "--gamma", "0", "--out", out}, "gamma 0: out of range"},
+		{"bad verify", nil, []string{"generate", "--verify", "all", "--out", out}, `verify "all": unknown`},
+		{"bad schedule", nil, []string{"generate", "--schedule", "eager", "--out", out}, `schedule "eager": unknown (allowed: auto, batched, lazy)`},
+		{"bad prefill", nil, []string{"generate", "--prefill", "1.5", "--out", out}, "prefill 1.5: out of range"},
+		{"bad mode", nil, []string{"generate", "--mode", "fast", "--out", out}, `mode "fast": unknown`},
+		// issue 8's defects: each of these ran (exit 0, or failed only after generating) before
+		{"cfg NaN", nil, []string{"generate", "--cfg", "nan", "--out", out}, "cfg NaN: out of range"},
+		{"temperature 0", nil, []string{"generate", "--temperature", "0", "--out", out}, "temperature 0: out of range"},
+		{"temperature NaN", nil, []string{"generate", "--temperature", "NaN", "--out", out}, "temperature NaN: out of range"},
+		{"threads -2", nil, []string{"generate", "--threads", "-2", "--out", out}, "threads -2: out of range"},
+		{"max resample tries 0", nil, []string{"generate", "--max-resample-tries", "0", "--out", out}, "max_resample_tries 0: out of range"},
+		{"heatmap of a target-only run", nil, []string{"generate", "--model", "target", "--heatmap", filepath.Join(out, "h.png"), "--out", out}, "no acceptance map"},
+		{"heatmap into a missing folder", nil, []string{"generate", "--heatmap", "/no/such/dir/h.png", "--out", out}, "folder /no/such/dir does not exist"},
+		{"self-draft without a draft mode", nil, []string{"generate", "--mode", "draft", "--draft", "self", "--out", out}, "draft"},
+		{"unknown flag", nil, []string{"generate", "--bogus"}, "flag provided but not defined: -bogus (marspec generate -h lists the flags)"},
+		{"stray argument", nil, []string{"generate", "7"}, `unexpected argument "7"`},
+		{"preset", nil, []string{"generate", "--preset", "turbo"}, `preset "turbo": unknown`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,6 +137,10 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 			}
 			if strings.Count(strings.TrimSpace(stderr), "\n") != 0 || strings.Contains(stderr, "panic") {
 				t.Fatalf("want a one-line error, got %q", stderr)
+			}
+			// refused before anything was generated
+			if files, _ := filepath.Glob(filepath.Join(out, "*")); len(files) > 0 {
+				t.Fatalf("a refused command wrote %v", files)
 			}
 		})
 	}
@@ -192,5 +213,89 @@ func TestBenchSpecComparesSchedules(t *testing.T) {
 	}
 	if l[7] != b[7] {
 		t.Errorf("alpha differs between schedules: batched %s, lazy %s", b[7], l[7])
+	}
+}
+
+// -h is a request for help: the flags on stdout, exit 0 (it exited 1 with the list on stderr).
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"generate", "-h"}, {"models", "--help"}, {"bench", "-h"}} {
+		out, stderr, code := marspec(t, nil, args...)
+		if code != 0 || !strings.Contains(out, "usage") || stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, stderr)
+		}
+	}
+}
+
+// --model draft runs the draft pack alone and says so in its output and in every PNG (it said
+// "target mode"); class slugs as used in file names are class names too; a second run into the
+// same folder is refused, and --overwrite replaces the earlier images; the grid lies outside
+// the folder, which fid then scores.
+func TestDraftModeSlugsAndOutputFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	gen := func(extra ...string) (string, string, int) {
+		return marspec(t, nil, append([]string{"generate", "--model", "draft", "--class", "t-shirt-top,ankle-boot", "--n", "2",
+			"--steps", "2", "--num-iter", "4", "--out", dir}, extra...)...)
+	}
+	out, stderr, code := gen()
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.HasPrefix(out, "draft mode (fmnist-draft)") {
+		t.Fatalf("output %q does not say draft mode", out)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "0003_class9_ankle-boot.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := render.ReadParameters(data); !strings.Contains(p, "mode=draft pack=draft") || strings.Contains(p, "target") {
+		t.Fatalf("PNG parameters %q", p)
+	}
+	if _, err := os.Stat(dir + "-grid.png"); err != nil {
+		t.Fatalf("no grid next to the folder: %v", err)
+	}
+	if _, stderr, code = gen(); code == 0 || !strings.Contains(stderr, "out "+dir+": holds 4 files") {
+		t.Fatalf("a second run into the folder: exit %d, %q", code, stderr)
+	}
+	os.WriteFile(filepath.Join(dir, "0099_class0_t-shirt-top.png"), []byte("stale"), 0o644)
+	if _, stderr, code = gen("--class", "3", "--overwrite"); code != 0 {
+		t.Fatalf("--overwrite: exit %d: %s", code, stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(files) != 2 || filepath.Base(files[0]) != "0000_class3_dress.png" {
+		t.Fatalf("after --overwrite the folder holds %v, want the new image only", files)
+	}
+	if out, stderr, code := marspec(t, nil, "fid", dir, dir); code != 0 || !strings.Contains(out, "FID") {
+		t.Fatalf("fid on the output folder: exit %d, %s %s", code, out, stderr)
+	}
+}
+
+// models opens every pack's graphs: a truncated ONNX file is reported broken (it was listed as
+// fine), and the command fails.
+func TestModelsReportsTruncatedGraph(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"manifest.json", "head.onnx", "head_loop.onnx", "transformer.onnx"} {
+		data, err := os.ReadFile(filepath.Join("../../models/target", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "transformer.onnx" {
+			data = data[:len(data)/2]
+		}
+		os.WriteFile(filepath.Join(dir, f), data, 0o644)
+	}
+	out, stderr, code := marspec(t, nil, "models", "draft", dir)
+	if code == 0 || !strings.Contains(out, "BROKEN") || !strings.Contains(stderr, "1 of 2 model packs cannot run: "+dir) {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+	if !strings.Contains(out, "graphs: load in ONNX Runtime") {
+		t.Fatalf("the good pack is not reported as checked:\n%s", out)
+	}
+}
+
+// A bad value in a bench list fails before anything is measured (it failed after minutes).
+func TestBenchChecksListsFirst(t *testing.T) {
+	out, stderr, code := marspec(t, nil, "bench", "--spec", "--gammas", "4,abc", "--steps", "2", "--batches", "1", "--spec-images", "1")
+	if code == 0 || !strings.Contains(stderr, `gamma "abc"`) || strings.Contains(out, "| 1 |") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, stderr)
 	}
 }

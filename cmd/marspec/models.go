@@ -5,38 +5,63 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+
+	"marspec/generation"
+	"marspec/mar"
 )
 
 func runModels(args []string) error {
 	fs := flag.NewFlagSet("models", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
+	rt := addRuntimeFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	names := fs.Args()
 	if len(names) == 0 {
 		names = []string{"target", "draft"}
 	}
+	var broken []string
 	for _, name := range names {
-		p, err := loadPack(name)
+		p, err := generation.LoadPack(name)
 		if err != nil {
-			return err
+			fmt.Printf("%s: BROKEN: %v\n", name, err)
+			broken = append(broken, name)
+			continue
 		}
-		m := p.Manifest
-		var tr struct {
-			Parameters int     `json:"parameters"`
-			Minutes    float64 `json:"minutes"`
+		describePack(name, p)
+		// a manifest and files that read are not enough: a truncated graph only shows when
+		// ONNX Runtime loads it, so every pack is opened once
+		if _, err := rt.open(name); err != nil {
+			fmt.Printf("  BROKEN, cannot run: %v\n", err)
+			broken = append(broken, name)
+			continue
 		}
-		_ = json.Unmarshal(m.Training, &tr) // free-form record: shown when present
-		fmt.Printf("%s (%s): %s\n", name, p.Source, m.Name)
-		fmt.Printf("  image %dx%dx%d, tokens %dx%d of dim %d, width %d, %d parameters, trained %.0f min\n",
-			m.Image.Height, m.Image.Width, m.Image.Channels, m.Grid.Height, m.Grid.Width, m.TokenDim, m.Width, tr.Parameters, tr.Minutes)
-		fmt.Printf("  diffusion: %s, %d training steps, %d sampling steps, %s variance, clip x0 %v\n",
-			m.Diffusion.Schedule, m.Diffusion.TrainingSteps, m.Diffusion.SamplingSteps, m.Diffusion.Variance, m.Diffusion.ClipX0)
-		classes := make([]string, len(m.Classes))
-		for i, c := range m.Classes {
-			classes[i] = fmt.Sprintf("%d=%s", i, c)
-		}
-		fmt.Printf("  classes: %s\n", strings.Join(classes, ", "))
+		fmt.Println("  graphs: load in ONNX Runtime")
+	}
+	if len(broken) > 0 {
+		return fmt.Errorf("%d of %d model packs cannot run: %s", len(broken), len(names), strings.Join(broken, ", "))
 	}
 	return nil
+}
+
+func describePack(name string, p *mar.Pack) {
+	m := p.Manifest
+	var tr struct {
+		Parameters int     `json:"parameters"`
+		Minutes    float64 `json:"minutes"`
+	}
+	_ = json.Unmarshal(m.Training, &tr) // free-form record: shown when present
+	fmt.Printf("%s (%s): %s\n", name, p.Source, m.Name)
+	fmt.Printf("  image %dx%dx%d, tokens %dx%d of dim %d, width %d, %d parameters, trained %.0f min\n",
+		m.Image.Height, m.Image.Width, m.Image.Channels, m.Grid.Height, m.Grid.Width, m.TokenDim, m.Width, tr.Parameters, tr.Minutes)
+	fmt.Printf("  diffusion: %s, %d training steps, %d sampling steps, %s variance, clip x0 %v\n",
+		m.Diffusion.Schedule, m.Diffusion.TrainingSteps, m.Diffusion.SamplingSteps, m.Diffusion.Variance, m.Diffusion.ClipX0)
+	classes := make([]string, len(m.Classes))
+	for i, c := range m.Classes {
+		classes[i] = fmt.Sprintf("%d=%s", i, c)
+		if slug := generation.Slug(c); slug != strings.ToLower(c) {
+			classes[i] += " (" + slug + ")" // the name as in file names, also accepted by --class
+		}
+	}
+	fmt.Printf("  classes: %s\n", strings.Join(classes, ", "))
 }

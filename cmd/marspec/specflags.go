@@ -3,15 +3,16 @@ package main
 import (
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 
-	"marspec/align"
+	"marspec/api"
 	"marspec/arsampler"
+	"marspec/generation"
 	"marspec/mar"
 )
 
-// specFlags are the speculative decoding settings shared by generate and bench.
+// specFlags are the speculative decoding settings shared by generate and bench; eval's
+// configurations fill them too. They are checked by package generation, like a request.
 type specFlags struct {
 	gamma, verify, acceptance, align string
 	schedule                         string // auto, batched or lazy
@@ -29,71 +30,60 @@ func (s *specFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&s.verify, "verify", "prefix", "prefix (the paper's Algorithm 1) or group (one target pass per round, tokens judged independently)")
 	fs.StringVar(&s.acceptance, "acceptance", "paper", "paper (with Sigma) or exact (Sigma = 1, lossless)")
 	fs.StringVar(&s.align, "align", "on", "share noise between draft and target: on or off")
-	fs.StringVar(&s.schedule, "schedule", "auto", "prefix rounds: batched (one target pass over gamma+1 contexts), lazy (depth by depth, same images, fewer rows), or auto (lazy on cpu, batched on cuda)")
+	fs.StringVar(&s.schedule, "schedule", "auto", "prefix rounds: batched (one target pass over gamma+1 contexts), lazy (depth by depth, same images, fewer rows), or auto (lazy on cpu, batched on cuda and with --draft self)")
 	fs.IntVar(&s.maxTries, "max-resample-tries", 1000, "bound on acceptance-rejection tries per rejected token")
 	fs.StringVar(&s.rejection, "rejection", "residual", "a rejected draft becomes: residual (a draw from the modified distribution, lossless with exact) or target (the target's own draw: free, lossy, TV bias per token at most alpha)")
 	fs.Float64Var(&s.tolerance, "tolerance", 0, "acceptance tolerance lambda in nats: accept with min(1, e^lambda r); 0 = off, > 0 lossy (see docs/speculative.md)")
 }
 
-func (s *specFlags) config(opt mar.Options) (arsampler.Config, error) {
-	cfg := arsampler.DefaultConfig()
-	cfg.Sampling = opt
-	if s.gamma == "auto" {
-		cfg.AutoGamma = true
-	} else {
-		g, err := strconv.Atoi(s.gamma)
+// request copies the settings into req: those named in set only (the flags given on the
+// command line, so a preset's values are not overridden by flag defaults), or all when set is
+// nil.
+func (s *specFlags) request(req *generation.Request, set map[string]bool) error {
+	given := func(flagName string) bool { return set == nil || set[flagName] }
+	if given("gamma") {
+		req.Gamma = api.Gamma(s.gamma)
+	}
+	if given("prefill") {
+		req.Prefill = &s.prefill
+	}
+	if given("verify") {
+		req.Verify = s.verify
+	}
+	if given("acceptance") {
+		req.Acceptance = s.acceptance
+	}
+	if given("align") {
+		on, err := generation.ParseSwitch("align", s.align)
 		if err != nil {
-			return cfg, fmt.Errorf("gamma %q is not a number (allowed: 1 to 256, or auto)", s.gamma)
+			return err
 		}
-		cfg.Gamma = g
+		req.Align = &on
 	}
-	cfg.Prefill = s.prefill
-	var err error
-	if cfg.Verify, err = arsampler.ParseVerify(s.verify); err != nil {
-		return cfg, err
+	if given("schedule") {
+		req.Schedule = s.schedule
 	}
-	if cfg.Acceptance, err = align.ParseCriterion(s.acceptance); err != nil {
-		return cfg, err
+	if given("max-resample-tries") {
+		req.MaxResampleTries = &s.maxTries
 	}
-	switch s.align {
-	case "on":
-		cfg.Align = true
-	case "off":
-		cfg.Align = false
-	default:
-		return cfg, fmt.Errorf("align %q unknown (allowed: on, off)", s.align)
+	if given("rejection") {
+		req.Rejection = s.rejection
 	}
-	if cfg.Schedule, err = s.resolveSchedule(); err != nil {
-		return cfg, err
+	if given("tolerance") {
+		req.Tolerance = &s.tolerance
 	}
-	cfg.MaxResampleTries = s.maxTries
-	cfg.SelfDraft = s.selfDraft
-	if s.rejection != "" {
-		if cfg.Rejection, err = arsampler.ParseRejection(s.rejection); err != nil {
-			return cfg, err
-		}
-	}
-	cfg.Tolerance = s.tolerance
-	return cfg, nil
+	req.SelfDraft = s.selfDraft
+	return nil
 }
 
-// resolveSchedule picks the schedule; auto follows the execution provider, because a CPU pays
-// for every context row while a GPU pays mostly for every sequential call.
-func (s *specFlags) resolveSchedule() (arsampler.Schedule, error) {
-	switch s.schedule {
-	case "", "auto":
-		// self-drafting's one gain is that a round's gamma+1 contexts share one pass; lazy
-		// rounds give the same images with a pass per depth, so auto keeps it batched
-		if s.provider == "cuda" || s.selfDraft {
-			return arsampler.Batched, nil
-		}
-		return arsampler.Lazy, nil
+// config checks every setting (generation.SpecConfig) and returns the configuration with opt
+// as the target's sampling options.
+func (s *specFlags) config(opt mar.Options) (arsampler.Config, error) {
+	var req generation.Request
+	if err := s.request(&req, nil); err != nil {
+		return arsampler.Config{}, err
 	}
-	v, err := arsampler.ParseSchedule(s.schedule)
-	if err != nil {
-		return v, fmt.Errorf("schedule %q unknown (allowed: auto, batched, lazy)", s.schedule)
-	}
-	return v, nil
+	return generation.SpecConfig(req, s.provider, opt)
 }
 
 func (s *specFlags) describe() string {

@@ -1,0 +1,150 @@
+package generation
+
+import (
+	"fmt"
+	"image"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"marspec/arsampler"
+	"marspec/render"
+)
+
+// Files of a run: every image as NNNN_classC_slug.png in the output folder, which then holds
+// samples only (what `marspec fid` scores); the grid of all of them and the acceptance heatmap
+// go elsewhere.
+
+// ownImage matches the names FileName gives: the only files --overwrite removes.
+var ownImage = regexp.MustCompile(`^[0-9]{4,}_class[0-9]+_[a-z0-9-]*\.png$`)
+
+// FileName is the name of image img of the plan in its output folder.
+func (p Plan) FileName(img Image) string {
+	return fmt.Sprintf("%04d_class%d_%s.png", img.Index, img.Class, Slug(p.ClassNames[img.Index]))
+}
+
+// PrepareFolder readies dir for a run's images before anything is generated, so a run never
+// mixes with an earlier one (whose images `marspec fid` would then score too): a missing
+// folder is created, an empty one taken; a folder holding files is refused unless overwrite,
+// which removes the images an earlier run named as FileName does and nothing else. It returns
+// how many it removed and the other files it left.
+func PrepareFolder(dir string, overwrite bool) (removed int, kept []string, err error) {
+	if dir == "" {
+		return 0, nil, fieldErr("out", "", "a folder", "missing")
+	}
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return 0, nil, fieldErr("out", dir, "a folder that can be created", err.Error())
+		}
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, fieldErr("out", dir, "a folder", err.Error())
+	}
+	var own []string
+	for _, e := range entries {
+		if !e.IsDir() && ownImage.MatchString(e.Name()) {
+			own = append(own, e.Name())
+		} else {
+			kept = append(kept, e.Name())
+		}
+	}
+	if len(entries) == 0 {
+		return 0, nil, nil
+	}
+	if !overwrite {
+		return 0, nil, fieldErr("out", dir, "an empty or new folder, or --overwrite to replace the images of an earlier run",
+			fmt.Sprintf("holds %d files (%d of them images of an earlier run)", len(entries), len(own)))
+	}
+	for _, name := range own {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return removed, kept, err
+		}
+		removed++
+	}
+	return removed, kept, nil
+}
+
+// CheckFileTarget makes sure a file can be written at path (its folder exists) before a run
+// spends minutes generating; field names the setting that gave it.
+func CheckFileTarget(field, path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return fieldErr(field, strconv.Quote(path), "a file in an existing folder", "folder "+dir+" does not exist")
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fieldErr(field, strconv.Quote(path), "a file name", "is a folder")
+	}
+	return nil
+}
+
+// SaveImages writes every image to dir under FileName, each with its provenance.
+func (p Plan) SaveImages(dir string, imgs []Image) error {
+	for _, img := range imgs {
+		data, err := p.PNG(img)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, p.FileName(img)), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteGrid writes all images as one picture, a row per class when every class has the same
+// count (at most 16 columns), with the plan's provenance.
+func (p Plan) WriteGrid(path string, imgs []Image) error {
+	cells := make([]image.Image, 0, len(imgs))
+	for _, img := range imgs {
+		pic, err := p.Picture(img)
+		if err != nil {
+			return err
+		}
+		cells = append(cells, pic)
+	}
+	cols := len(imgs)
+	if n := leadingRun(imgs); n > 0 && n < len(imgs) {
+		cols = n
+	}
+	return render.WritePNG(path, render.Grid(cells, min(cols, 16), 4), p.Params())
+}
+
+// leadingRun is how many consecutive images share the first image's class.
+func leadingRun(imgs []Image) int {
+	n := 0
+	for n < len(imgs) && imgs[n].Class == imgs[0].Class {
+		n++
+	}
+	return n
+}
+
+// WriteHeatmap draws the per-position acceptance rate of a speculative run (paper Fig. 11).
+func (p Plan) WriteHeatmap(path string, sum *arsampler.Summary) error {
+	if sum == nil {
+		return fieldErr("heatmap", strconv.Quote(path), "mode spec", "only speculative runs verify drafts")
+	}
+	return render.WritePNG(path, render.Heatmap(AcceptanceRates(sum), p.GridH, p.GridW, 24), p.Params())
+}
+
+// GridPath is where a run writing its images to dir puts the grid by default: next to the
+// folder, not in it ("out/run" -> "out/run-grid.png").
+func GridPath(dir string) string {
+	clean := filepath.Clean(dir)
+	if clean == "." || clean == "/" || strings.HasSuffix(clean, string(filepath.Separator)+"..") || clean == ".." {
+		return filepath.Join(clean, "..", filepath.Base(mustAbs(clean))+"-grid.png")
+	}
+	return clean + "-grid.png"
+}
+
+func mustAbs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return a
+}

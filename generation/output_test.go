@@ -1,0 +1,105 @@
+package generation
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"marspec/api"
+	"marspec/render"
+)
+
+// An output folder holding an earlier run's images is refused (they would be scored with the
+// new ones); --overwrite removes only files named as a run names its images.
+func TestPrepareFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, _, err := PrepareFolder(dir, false); err != nil {
+		t.Fatalf("a new folder: %v", err)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		t.Fatalf("folder not created: %v", err)
+	}
+	for _, name := range []string{"0000_class3_dress.png", "0011_class0_t-shirt-top.png", "notes.txt", "mine.png"} {
+		os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644)
+	}
+	_, _, err := PrepareFolder(dir, false)
+	if Field(err) != "out" || !strings.Contains(err.Error(), "holds 4 files (2 of them images of an earlier run)") {
+		t.Fatalf("a non-empty folder: %v", err)
+	}
+	removed, kept, err := PrepareFolder(dir, true)
+	if err != nil || removed != 2 || strings.Join(kept, ",") != "mine.png,notes.txt" {
+		t.Fatalf("overwrite: removed %d, kept %v, %v", removed, kept, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mine.png")); err != nil {
+		t.Fatal("overwrite removed a file it did not write")
+	}
+}
+
+// The grid is not written into the image folder (which `marspec fid` scores), and outputs
+// whose folder is missing are refused before generating.
+func TestGridPathAndFileTargets(t *testing.T) {
+	for dir, want := range map[string]string{"out/run": "out/run-grid.png", "out/run/": "out/run-grid.png", "run": "run-grid.png"} {
+		if got := GridPath(dir); got != want {
+			t.Errorf("GridPath(%q) = %q, want %q", dir, got, want)
+		}
+	}
+	if got := GridPath("."); strings.HasPrefix(filepath.Clean(got), "grid") || filepath.Dir(got) == "." {
+		t.Errorf("GridPath(.) = %q lies in the image folder", got)
+	}
+	tmp := t.TempDir()
+	if err := CheckFileTarget("heatmap", filepath.Join(tmp, "no", "heat.png")); Field(err) != "heatmap" {
+		t.Errorf("missing folder: %v", err)
+	}
+	if err := CheckFileTarget("heatmap", tmp); Field(err) != "heatmap" {
+		t.Errorf("a folder as the file: %v", err)
+	}
+	if err := CheckFileTarget("heatmap", filepath.Join(tmp, "heat.png")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestSaveImagesGridAndHeatmap(t *testing.T) {
+	models, cat := TestModels()
+	plan, err := Validate(api.GenerateRequest{Class: api.Classes{"t-shirt-top", "2"}, N: 2, Seed: u64(9)}, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Execute(context.Background(), plan, models, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "imgs")
+	if _, _, err := PrepareFolder(dir, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.SaveImages(dir, res.Images); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "0000_class0_t-shirt-top.png 0001_class0_t-shirt-top.png 0002_class2_pullover.png 0003_class2_pullover.png" {
+		t.Fatalf("files %v", names)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, names[2]))
+	if p := render.ReadParameters(data); !strings.Contains(p, "class=2 (Pullover) index=2") || !strings.Contains(p, "seed=9") {
+		t.Fatalf("provenance %q", p)
+	}
+	if err := plan.WriteGrid(GridPath(dir), res.Images); err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.WriteHeatmap(filepath.Join(t.TempDir(), "heat.png"), res.Summary); err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.WriteHeatmap(filepath.Join(t.TempDir(), "heat.png"), nil); Field(err) != "heatmap" {
+		t.Fatalf("heatmap of a run without drafts: %v", err)
+	}
+	// the folder holds the samples only: what fid reads
+	if entries, _ := os.ReadDir(dir); len(entries) != 4 {
+		t.Fatalf("the image folder holds %d files, want the 4 images", len(entries))
+	}
+}

@@ -1,0 +1,117 @@
+package generation
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"marspec/api"
+	"marspec/arsampler"
+)
+
+// The settings only the CLI and offline runs give (self-drafting, the lossy knobs, annealing)
+// are checked in the same place as the wire's, with the same typed errors.
+func TestValidateRequestExtras(t *testing.T) {
+	_, cat := TestModels()
+	base := func() Request {
+		return Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"}, Seed: u64(1)}}
+	}
+	cases := []struct {
+		name, field string
+		edit        func(*Request)
+	}{
+		{"tolerance NaN", "tolerance", func(r *Request) { r.Tolerance = f64(math.NaN()) }},
+		{"tolerance negative", "tolerance", func(r *Request) { r.Tolerance = f64(-0.1) }},
+		{"tolerance huge", "tolerance", func(r *Request) { r.Tolerance = f64(11) }},
+		{"rejection", "rejection", func(r *Request) { r.Rejection = "maybe" }},
+		{"steps_late negative", "steps_late", func(r *Request) { r.StepsLate = i(-1) }},
+		{"steps_late above steps", "steps_late", func(r *Request) { r.Steps = i(5); r.StepsLate = i(6) }},
+		{"self-draft in draft mode", "draft", func(r *Request) { r.Mode = ModeDraft; r.SelfDraft = true }},
+		{"tolerance in target mode", "tolerance", func(r *Request) { r.Mode = ModeTarget; r.Tolerance = f64(0.5) }},
+	}
+	for _, c := range cases {
+		req := base()
+		c.edit(&req)
+		_, err := ValidateRequest(req, cat)
+		if Field(err) != c.field {
+			t.Errorf("%s: got %v, want a FieldError on %q", c.name, err, c.field)
+		}
+	}
+	req := base()
+	req.SelfDraft, req.Rejection, req.Tolerance = true, "target", f64(0.25)
+	p, err := ValidateRequest(req, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Spec
+	if !c.SelfDraft || c.Rejection != arsampler.Target || c.Tolerance != 0.25 || c.Schedule != arsampler.Batched {
+		t.Fatalf("extras not in the plan: %+v", c)
+	}
+	for _, want := range []string{"draft=self", "rejection=target", "tolerance=0.25"} {
+		if !strings.Contains(p.Params(), want) {
+			t.Errorf("params %q lack %q", p.Params(), want)
+		}
+	}
+	req = base()
+	req.Mode, req.Steps, req.StepsLate = ModeTarget, i(8), i(3)
+	if p, err := ValidateRequest(req, cat); err != nil || p.Options.StepsLate != 3 || !strings.Contains(p.Params(), "steps_late=3") {
+		t.Fatalf("steps_late: %v %q", err, p.Params())
+	}
+	// a plain request's provenance text is unchanged by the extras (stored jobs compare it)
+	plain, _ := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Seed: u64(1)}, cat)
+	for _, absent := range []string{"steps_late", "rejection", "tolerance", "self"} {
+		if strings.Contains(plain.Params(), absent) {
+			t.Errorf("plain params %q mention %s", plain.Params(), absent)
+		}
+	}
+	if _, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Gamma: "abc"}, cat); err == nil || !strings.Contains(err.Error(), "not a whole number") {
+		t.Errorf("gamma abc: %v", err)
+	}
+}
+
+// The default of a request that names neither preset nor mode comes from DefaultPreset alone.
+func TestDefaultPreset(t *testing.T) {
+	mode, preset, _, err := ResolveMode(Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if DefaultPreset == "" {
+		if mode != ModeSpec || preset != "" {
+			t.Fatalf("no default preset: mode %q preset %q, want spec and none", mode, preset)
+		}
+		return
+	}
+	if _, ok := Presets[DefaultPreset]; !ok {
+		t.Fatalf("DefaultPreset %q is not in Presets", DefaultPreset)
+	}
+	if preset != DefaultPreset || mode != Presets[DefaultPreset].Mode {
+		t.Fatalf("default: mode %q preset %q, want preset %s", mode, preset, DefaultPreset)
+	}
+	// an explicit mode is not overridden by the default preset
+	if m, p, _, _ := ResolveMode(Request{GenerateRequest: api.GenerateRequest{Mode: ModeDraft}}); m != ModeDraft || p != "" {
+		t.Fatalf("explicit draft mode: %q %q", m, p)
+	}
+}
+
+// How a default preset applies, whatever DefaultPreset is today: only to requests naming
+// neither mode nor preset, and not to one asking for speculative settings when the default
+// preset runs another mode.
+func TestDefaultPresetRules(t *testing.T) {
+	spec := Request{GenerateRequest: api.GenerateRequest{Gamma: "4"}}
+	for _, c := range []struct {
+		req               Request
+		def, mode, preset string
+	}{
+		{Request{}, "fast", Presets["fast"].Mode, "fast"},
+		{Request{}, "exact", ModeSpec, "exact"},
+		{spec, "fast", ModeSpec, ""},
+		{spec, "exact", ModeSpec, "exact"},
+		{Request{GenerateRequest: api.GenerateRequest{Mode: ModeDraft}}, "fast", ModeDraft, ""},
+		{Request{GenerateRequest: api.GenerateRequest{Preset: "balanced"}}, "fast", Presets["balanced"].Mode, "balanced"},
+	} {
+		mode, preset, _, err := resolveMode(c.req, c.def)
+		if err != nil || mode != c.mode || preset != c.preset {
+			t.Errorf("default %s, request %+v: mode %q preset %q (%v), want %q %q", c.def, c.req.GenerateRequest, mode, preset, err, c.mode, c.preset)
+		}
+	}
+}
