@@ -46,6 +46,9 @@ type Config struct {
 	Sink      Sink
 	QueueSize int // jobs accepted and not finished; more are refused with ErrQueueFull
 	MaxBatch  int // images in flight per engine group
+	// Isolate turns cross-request batching off: an engine runs the images of one job at a
+	// time (still batched within the job). It exists to measure what merging requests buys.
+	Isolate bool
 	// OnStep, if set, is told the batch size of every engine step (metrics).
 	OnStep func(group string, images int)
 }
@@ -149,16 +152,22 @@ func (s *Scheduler) Has(id string) bool {
 	return s.jobs[id] != nil
 }
 
-// Shutdown refuses new jobs and stops the workers after their current step. Jobs not finished
-// by then get no Finished call: they stay queued or running in the caller's store, to be
-// resumed on the next start (images are deterministic, so a resumed job makes the same ones).
-func (s *Scheduler) Shutdown(ctx context.Context) error {
+// Close refuses new jobs and tells the workers to stop after their current step, without
+// waiting for them (Shutdown waits).
+func (s *Scheduler) Close() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.closed {
 		s.closed = true
 		close(s.quit)
 	}
-	s.mu.Unlock()
+}
+
+// Shutdown refuses new jobs and stops the workers after their current step. Jobs not finished
+// by then get no Finished call: they stay queued or running in the caller's store, to be
+// resumed on the next start (images are deterministic, so a resumed job makes the same ones).
+func (s *Scheduler) Shutdown(ctx context.Context) error {
+	s.Close()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {

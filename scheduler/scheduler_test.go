@@ -243,3 +243,41 @@ func TestStoreFailureFailsJobOnly(t *testing.T) {
 	}
 	_ = s.Shutdown(context.Background())
 }
+
+// With Isolate an engine never holds images of two jobs (no step bigger than one job), and
+// the images are the same as merged ones.
+func TestIsolateRunsOneJobAtATime(t *testing.T) {
+	models, _ := generation.TestModels()
+	k := newSink()
+	var mu sync.Mutex
+	largest := 0
+	s := New(Config{Models: models, Sink: k, QueueSize: 8, MaxBatch: 8, Isolate: true, OnStep: func(_ string, n int) {
+		mu.Lock()
+		largest = max(largest, n)
+		mu.Unlock()
+	}})
+	plans := map[string]generation.Plan{}
+	for i := 0; i < 4; i++ {
+		id := fmt.Sprint("iso", i)
+		plans[id] = plan(t, api.GenerateRequest{Class: api.Classes{"1"}, N: 2, Seed: u64(uint64(i)), Mode: "target"})
+		if err := s.Submit(Job{ID: id, Plan: plans[id]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.wait(t, 4)
+	if largest != 2 {
+		t.Errorf("largest step %d images, want 2 (one job of 2 images at a time)", largest)
+	}
+	for id, p := range plans {
+		want, err := generation.Run(t.Context(), p, models, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !slices.Equal(k.images[id][w.Index].Pixels, w.Pixels) {
+				t.Errorf("%s image %d differs", id, w.Index)
+			}
+		}
+	}
+	_ = s.Shutdown(context.Background())
+}

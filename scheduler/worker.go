@@ -79,7 +79,11 @@ func (w *worker) admit() error {
 	}
 	clear(w.pending[len(keep):])
 	w.pending = keep
+	busy := false // Isolate: a job before this one still has images to make or in flight
 	for _, r := range w.pending {
+		if s.cfg.Isolate && busy {
+			break
+		}
 		for r.next < r.job.Plan.Images() {
 			if r.job.Done[r.next] {
 				r.next++
@@ -107,7 +111,9 @@ func (w *worker) admit() error {
 		}
 		if r.inFlight == 0 && r.done == r.job.Plan.Images() {
 			w.end(r, nil) // a resumed job whose images were all made already
+			continue
 		}
+		busy = true
 	}
 	w.compact()
 	return nil

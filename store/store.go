@@ -1,25 +1,21 @@
-// Package store keeps jobs, images and their statistics in an embedded SQLite database
-// (modernc.org/sqlite: pure Go, no cgo) and the PNG files under the data folder, each written
-// atomically (a temporary file renamed into place), so a crash never leaves half an image.
+// Package store keeps the service's jobs and images. It is two small interfaces: Meta (jobs,
+// image records and their statistics) and Blobs (PNG bytes by key), composed by Store. The
+// implementations here are an embedded SQLite database (modernc.org/sqlite: pure Go, no cgo)
+// and files under the data folder written atomically; a deployment with several servers would
+// implement Meta on PostgreSQL and Blobs on an object store (S3) and pass them to New.
 package store
 
 import (
-	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"marspec/api"
-
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-// ErrNotFound is returned for unknown job or image ids.
+// ErrNotFound is returned for unknown job or image ids and missing blobs.
 var ErrNotFound = errors.New("not found")
 
 // Job is a stored job.
@@ -34,7 +30,7 @@ type Job struct {
 	Settings api.Settings
 }
 
-// Image is a stored image (its PNG is a file).
+// Image is a stored image record (its PNG is a blob).
 type Image struct {
 	ID        string
 	JobID     string
@@ -45,135 +41,6 @@ type Image struct {
 	Stats     *api.ImageStats
 }
 
-// Store is the database and the image folder. Safe for concurrent use.
-type Store struct {
-	db  *sql.DB
-	dir string
-}
-
-const schema = `
-CREATE TABLE IF NOT EXISTS jobs (
-  id TEXT PRIMARY KEY, created INTEGER NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
-  started INTEGER, finished INTEGER, mode TEXT NOT NULL, classes TEXT NOT NULL,
-  request TEXT NOT NULL, settings TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created DESC);
-CREATE TABLE IF NOT EXISTS images (
-  id TEXT PRIMARY KEY, job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, idx INTEGER NOT NULL,
-  class INTEGER NOT NULL, class_name TEXT NOT NULL, seconds REAL NOT NULL, stats TEXT);
-CREATE INDEX IF NOT EXISTS images_job ON images(job_id, idx);`
-
-// Open opens (creating if needed) the store under dir: dir/marspec.db and dir/images/.
-func Open(dir string) (*Store, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "images"), 0o755); err != nil {
-		return nil, fmt.Errorf("data folder %s: %w", dir, err)
-	}
-	dsn := "file:" + filepath.Join(dir, "marspec.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, err
-	}
-	db.SetMaxOpenConns(1) // one writer; SQLite serialises writes anyway, this avoids SQLITE_BUSY
-	if _, err := db.Exec(schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("database %s: %w", dir, err)
-	}
-	return &Store{db: db, dir: dir}, nil
-}
-
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
-
-// Ping checks the database answers (readiness).
-func (s *Store) Ping() error { return s.db.Ping() }
-
-func nanos(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixNano()
-}
-
-func classList(classes []int) string {
-	var b strings.Builder
-	b.WriteByte(',')
-	for _, c := range classes {
-		b.WriteString(strconv.Itoa(c))
-		b.WriteByte(',')
-	}
-	return b.String()
-}
-
-// CreateJob stores a new job.
-func (s *Store) CreateJob(j Job) error {
-	req, err := json.Marshal(j.Request)
-	if err != nil {
-		return err
-	}
-	set, err := json.Marshal(j.Settings)
-	if err != nil {
-		return err
-	}
-	_, err = s.db.Exec(`INSERT INTO jobs (id, created, status, error, started, finished, mode, classes, request, settings)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Created.UnixNano(), j.Status, j.Error, nanos(j.Started), nanos(j.Finished),
-		j.Settings.Mode, classList(j.Settings.Classes), string(req), string(set))
-	return err
-}
-
-// SetRunning marks a job running from at.
-func (s *Store) SetRunning(id string, at time.Time) error {
-	_, err := s.db.Exec(`UPDATE jobs SET status = ?, started = COALESCE(started, ?) WHERE id = ? AND status IN (?, ?)`,
-		api.StatusRunning, at.UnixNano(), id, api.StatusQueued, api.StatusRunning)
-	return err
-}
-
-// Finish records a job's final status and reason.
-func (s *Store) Finish(id, status, reason string, at time.Time) error {
-	_, err := s.db.Exec(`UPDATE jobs SET status = ?, error = ?, finished = ? WHERE id = ?`, status, reason, at.UnixNano(), id)
-	return err
-}
-
-// Requeue puts an interrupted job back to queued (on start, before resuming it).
-func (s *Store) Requeue(id string) error {
-	_, err := s.db.Exec(`UPDATE jobs SET status = ? WHERE id = ?`, api.StatusQueued, id)
-	return err
-}
-
-const jobCols = `id, created, status, error, started, finished, request, settings`
-
-func scanJob(row interface{ Scan(...any) error }) (Job, error) {
-	var j Job
-	var created int64
-	var started, finished sql.NullInt64
-	var req, set string
-	if err := row.Scan(&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return j, ErrNotFound
-		}
-		return j, err
-	}
-	j.Created = time.Unix(0, created).UTC()
-	if started.Valid {
-		t := time.Unix(0, started.Int64).UTC()
-		j.Started = &t
-	}
-	if finished.Valid {
-		t := time.Unix(0, finished.Int64).UTC()
-		j.Finished = &t
-	}
-	if err := json.Unmarshal([]byte(req), &j.Request); err != nil {
-		return j, fmt.Errorf("job %s: stored request: %w", j.ID, err)
-	}
-	if err := json.Unmarshal([]byte(set), &j.Settings); err != nil {
-		return j, fmt.Errorf("job %s: stored settings: %w", j.ID, err)
-	}
-	return j, nil
-}
-
-// Job returns one job.
-func (s *Store) Job(id string) (Job, error) {
-	return scanJob(s.db.QueryRow(`SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
-}
-
 // Filter selects jobs to list; zero values select everything.
 type Filter struct {
 	Class  *int
@@ -181,69 +48,87 @@ type Filter struct {
 	Status string
 }
 
-// List returns a page of jobs, newest first, and how many match.
-func (s *Store) List(f Filter, limit, offset int) ([]Job, int, error) {
-	where, args := []string{"1=1"}, []any{}
-	if f.Class != nil {
-		where, args = append(where, "classes LIKE ?"), append(args, "%,"+strconv.Itoa(*f.Class)+",%")
-	}
-	if f.Mode != "" {
-		where, args = append(where, "mode = ?"), append(args, f.Mode)
-	}
-	if f.Status != "" {
-		where, args = append(where, "status = ?"), append(args, f.Status)
-	}
-	cond := strings.Join(where, " AND ")
-	var total int
-	if err := s.db.QueryRow(`SELECT COUNT(*) FROM jobs WHERE `+cond, args...).Scan(&total); err != nil {
-		return nil, 0, err
-	}
-	rows, err := s.db.Query(`SELECT `+jobCols+` FROM jobs WHERE `+cond+` ORDER BY created DESC, id LIMIT ? OFFSET ?`,
-		append(args, limit, offset)...)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rows.Close()
-	var out []Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, 0, err
-		}
-		out = append(out, j)
-	}
-	return out, total, rows.Err()
+// Meta stores jobs and image records. Implementations must be safe for concurrent use.
+type Meta interface {
+	CreateJob(j Job) error
+	SetRunning(id string, at time.Time) error             // queued -> running, keeping the first start
+	Finish(id, status, reason string, at time.Time) error // final status and reason
+	Requeue(id string) error                              // back to queued (resume after a restart)
+	Job(id string) (Job, error)
+	List(f Filter, limit, offset int) ([]Job, int, error) // newest first, and how many match
+	Unfinished() ([]Job, error)                           // queued or running, oldest first
+	DeleteJob(id string) error                            // the job and its image records
+	PutImage(img Image) error                             // insert or replace
+	Images(job string) ([]Image, error)                   // index order
+	Image(id string) (Image, error)
+	Ping() error
+	Close() error
 }
 
-// Unfinished returns the jobs left queued or running (by a crash or a shutdown), oldest first.
-func (s *Store) Unfinished() ([]Job, error) {
-	rows, err := s.db.Query(`SELECT `+jobCols+` FROM jobs WHERE status IN (?, ?) ORDER BY created`, api.StatusQueued, api.StatusRunning)
+// Blobs stores image bytes under keys "JOB/INDEX.png". Put must be atomic: a reader sees no
+// blob or the whole one.
+type Blobs interface {
+	Put(key string, data []byte) error
+	Get(key string) ([]byte, error)
+	DeleteJob(job string) error // every blob of the job
+}
+
+// Store is a Meta and a Blobs, kept consistent: a blob is written before its record (a crash
+// in between leaves an orphan blob that a resumed job overwrites, never a record without bytes).
+type Store struct {
+	Meta
+	Blobs Blobs
+}
+
+// New composes a store.
+func New(meta Meta, blobs Blobs) *Store { return &Store{Meta: meta, Blobs: blobs} }
+
+// Open opens (creating if needed) the embedded store under dir: dir/marspec.db and dir/images/.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("data folder %s: %w", dir, err)
+	}
+	blobs, err := NewFiles(filepath.Join(dir, "images"))
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
+	meta, err := OpenSQLite(filepath.Join(dir, "marspec.db"))
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return New(meta, blobs), nil
 }
 
-// DeleteJob removes a finished job, its images and their files.
-func (s *Store) DeleteJob(id string) error {
-	res, err := s.db.Exec(`DELETE FROM jobs WHERE id = ?`, id)
+// ImageID is the id of image index of job.
+func ImageID(job string, index int) string { return fmt.Sprintf("%s-%d", job, index) }
+
+func blobKey(job string, index int) string { return fmt.Sprintf("%s/%d.png", job, index) }
+
+// AddImage stores the PNG, then the record.
+func (s *Store) AddImage(img Image, png []byte) error {
+	if err := s.Blobs.Put(blobKey(img.JobID, img.Index), png); err != nil {
+		return err
+	}
+	return s.PutImage(img)
+}
+
+// ImagePNG returns the bytes of a stored image.
+func (s *Store) ImagePNG(id string) ([]byte, error) {
+	im, err := s.Image(id)
 	if err != nil {
+		return nil, err
+	}
+	data, err := s.Blobs.Get(blobKey(im.JobID, im.Index))
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", id, err)
+	}
+	return data, nil
+}
+
+// DeleteJob removes a job, its image records and its blobs.
+func (s *Store) DeleteJob(id string) error {
+	if err := s.Meta.DeleteJob(id); err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrNotFound
-	}
-	if _, err := s.db.Exec(`DELETE FROM images WHERE job_id = ?`, id); err != nil {
-		return err
-	}
-	return os.RemoveAll(filepath.Join(s.dir, "images", id))
+	return s.Blobs.DeleteJob(id)
 }

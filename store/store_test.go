@@ -101,3 +101,31 @@ func TestWriteAtomicLeavesNoTemp(t *testing.T) {
 		t.Fatalf("content %q, %d entries", got, len(entries))
 	}
 }
+
+// The implementations satisfy the interfaces the server is written against.
+var (
+	_ Meta  = (*SQLite)(nil)
+	_ Blobs = (*Files)(nil)
+)
+
+func TestFilesRefuseKeysOutsideRoot(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "images")
+	f, err := NewFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"../x.png", "/etc/passwd", "a/../../x.png", ""} {
+		if err := f.Put(key, []byte("x")); err == nil {
+			t.Errorf("Put(%q) accepted", key)
+		}
+		if _, err := f.Get(key); err == nil {
+			t.Errorf("Get(%q) accepted", key)
+		}
+		if err := f.DeleteJob(key); err == nil {
+			t.Errorf("DeleteJob(%q) accepted", key)
+		}
+	}
+	if _, err := f.Get("job/0.png"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing blob: %v", err)
+	}
+}

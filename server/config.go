@@ -1,0 +1,124 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Config is every setting of the service, read in one place: each has a flag and a MARSPEC_*
+// environment variable (the flag wins), a default and a description (listed by serve -h).
+type Config struct {
+	Addr         string
+	DataDir      string
+	Target       string
+	Draft        string
+	ORTLib       string
+	Provider     string
+	Threads      int
+	QueueSize    int
+	MaxBatch     int
+	MaxImages    int
+	MaxWait      time.Duration
+	BodyLimit    int64
+	Token        string
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	RetryAfter   time.Duration
+	CrossBatch   bool // merge concurrent requests into one batch (off: one request per batch, to measure)
+}
+
+// Bind registers the flags on fs; their defaults come from MARSPEC_* variables when set.
+// It returns an error naming a variable whose value does not parse.
+func (c *Config) Bind(fs *flag.FlagSet) error { return c.bind(fs, os.LookupEnv) }
+
+// DefaultConfig is the configuration with every default and no environment (tests, loadtest).
+func DefaultConfig() Config {
+	var c Config
+	_ = c.bind(flag.NewFlagSet("defaults", flag.ContinueOnError), func(string) (string, bool) { return "", false })
+	return c
+}
+
+func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
+	var errs []error
+	env := func(name, def string) string {
+		if v, ok := lookup("MARSPEC_" + name); ok {
+			return v
+		}
+		return def
+	}
+	s := func(p *string, flagName, envName, def, help string) {
+		fs.StringVar(p, flagName, env(envName, def), help+" ($MARSPEC_"+envName+")")
+	}
+	n := func(p *int, flagName, envName string, def int, help string) {
+		v := env(envName, strconv.Itoa(def))
+		got, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("$MARSPEC_%s %q is not an integer", envName, v))
+		}
+		fs.IntVar(p, flagName, got, help+" ($MARSPEC_"+envName+")")
+	}
+	d := func(p *time.Duration, flagName, envName string, def time.Duration, help string) {
+		v := env(envName, def.String())
+		got, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("$MARSPEC_%s %q is not a duration (e.g. 30s)", envName, v))
+		}
+		fs.DurationVar(p, flagName, got, help+" ($MARSPEC_"+envName+")")
+	}
+	s(&c.Addr, "addr", "ADDR", "127.0.0.1:8080", "listen address")
+	s(&c.DataDir, "data-dir", "DATA_DIR", "data", "folder for the database and the images")
+	s(&c.Target, "target", "TARGET", "target", "target pack (embedded name or folder)")
+	s(&c.Draft, "draft", "DRAFT", "draft", "draft pack (embedded name or folder); empty = no draft and spec modes")
+	s(&c.ORTLib, "ort-lib", "ORT_LIB", "", "path of libonnxruntime.so (default: third_party/onnxruntime/libonnxruntime.so)")
+	s(&c.Provider, "provider", "PROVIDER", "cpu", "ONNX Runtime execution provider: cpu or cuda")
+	n(&c.Threads, "threads", "THREADS", 0, "ONNX Runtime intra-op threads (0 = its default)")
+	n(&c.QueueSize, "queue", "QUEUE", 64, "jobs accepted and not finished; more get 503")
+	n(&c.MaxBatch, "max-batch", "MAX_BATCH", 32, "images in flight per engine group")
+	n(&c.MaxImages, "max-images", "MAX_IMAGES", 256, "images per request")
+	d(&c.MaxWait, "max-wait", "MAX_WAIT", time.Minute, "longest ?wait= a request may ask for")
+	bodyEnv := env("BODY_LIMIT", "65536")
+	body, err := strconv.ParseInt(bodyEnv, 10, 64)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("$MARSPEC_BODY_LIMIT %q is not an integer", bodyEnv))
+	}
+	fs.Int64Var(&c.BodyLimit, "body-limit", body, "largest request body in bytes, 413 beyond ($MARSPEC_BODY_LIMIT)")
+	s(&c.Token, "token", "TOKEN", "", "if set, POST and DELETE need 'Authorization: Bearer TOKEN'")
+	d(&c.ReadTimeout, "read-timeout", "READ_TIMEOUT", 10*time.Second, "time to read a request")
+	d(&c.WriteTimeout, "write-timeout", "WRITE_TIMEOUT", 90*time.Second, "time to write a response (event streams extend it)")
+	d(&c.RetryAfter, "retry-after", "RETRY_AFTER", 5*time.Second, "Retry-After sent with 503 when the queue is full")
+	b := func(p *bool, flagName, envName string, def bool, help string) {
+		v := env(envName, strconv.FormatBool(def))
+		got, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("$MARSPEC_%s %q is not a boolean (true or false)", envName, v))
+		}
+		fs.BoolVar(p, flagName, got, help+" ($MARSPEC_"+envName+")")
+	}
+	b(&c.CrossBatch, "cross-batch", "CROSS_BATCH", true, "merge concurrent requests into one running batch (false: one request per batch)")
+	return errors.Join(errs...)
+}
+
+// Check rejects settings that cannot work, naming the flag.
+func (c *Config) Check() error {
+	switch {
+	case c.QueueSize < 1 || c.QueueSize > 100000:
+		return fmt.Errorf("--queue %d out of range (allowed: 1 to 100000)", c.QueueSize)
+	case c.MaxBatch < 1 || c.MaxBatch > 1024:
+		return fmt.Errorf("--max-batch %d out of range (allowed: 1 to 1024)", c.MaxBatch)
+	case c.MaxImages < 1 || c.MaxImages > 10000:
+		return fmt.Errorf("--max-images %d out of range (allowed: 1 to 10000)", c.MaxImages)
+	case c.BodyLimit < 1024 || c.BodyLimit > 64<<20:
+		return fmt.Errorf("--body-limit %d out of range (allowed: 1024 to %d bytes)", c.BodyLimit, 64<<20)
+	case c.MaxWait < 0 || c.ReadTimeout <= 0 || c.WriteTimeout <= 0:
+		return errors.New("--max-wait must not be negative, --read-timeout and --write-timeout must be positive")
+	case c.MaxWait >= c.WriteTimeout:
+		return fmt.Errorf("--max-wait %s must be below --write-timeout %s (the answer must still be written)", c.MaxWait, c.WriteTimeout)
+	case c.DataDir == "":
+		return errors.New("--data-dir must not be empty")
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"marspec/api"
+	"marspec/generation"
+	"marspec/scheduler"
+	"marspec/store"
+)
+
+// hub is the live side of jobs: the plan and progress of every queued or running job, and the
+// event streams watching them. It is the scheduler's Sink: it stores images and final states.
+type hub struct {
+	s    *Server
+	mu   sync.Mutex
+	live map[string]*liveJob
+}
+
+type liveJob struct {
+	plan     generation.Plan
+	progress api.Progress
+	subs     map[chan api.Event]struct{}
+	done     chan struct{}
+	cancel   bool // a DELETE asked to cancel it
+}
+
+func newHub(s *Server) *hub { return &hub{s: s, live: map[string]*liveJob{}} }
+
+// track registers a job before it is submitted (imagesDone: already stored, when resumed).
+func (h *hub) track(id string, plan generation.Plan, imagesDone int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	total := plan.Images()
+	h.live[id] = &liveJob{plan: plan, subs: map[chan api.Event]struct{}{}, done: make(chan struct{}),
+		progress: api.Progress{ImagesDone: imagesDone, ImagesTotal: total, TokensDone: imagesDone * plan.SeqLen,
+			TokensTotal: total * plan.SeqLen, Fraction: float64(imagesDone) / float64(max(1, total))}}
+}
+
+// forget drops a job that was refused by the scheduler.
+func (h *hub) forget(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.live, id)
+}
+
+func (h *hub) get(id string) (*liveJob, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	return j, ok
+}
+
+// progress returns a live job's progress.
+func (h *hub) progress(id string) (api.Progress, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	if !ok {
+		return api.Progress{}, false
+	}
+	return j.progress, true
+}
+
+// markCancel records a cancellation request and reports whether one was already made.
+func (h *hub) markCancel(id string) (already, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	if !ok {
+		return false, false
+	}
+	already, j.cancel = j.cancel, true
+	return already, true
+}
+
+// subscribe returns a channel of the job's events and the job's done channel; nil when the
+// job is not live.
+func (h *hub) subscribe(id string) (chan api.Event, chan struct{}, func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	if !ok {
+		return nil, nil, func() {}
+	}
+	ch := make(chan api.Event, 64)
+	j.subs[ch] = struct{}{}
+	return ch, j.done, func() {
+		h.mu.Lock()
+		delete(j.subs, ch)
+		h.mu.Unlock()
+	}
+}
+
+// publish sends ev to every subscriber; a subscriber too slow to keep 64 events behind misses
+// progress events (the next one supersedes them), never the final one (its done channel).
+func (h *hub) publish(j *liveJob, ev api.Event) {
+	for ch := range j.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+func (h *hub) Started(id string, at time.Time) {
+	if err := h.s.store.SetRunning(id, at); err != nil {
+		h.s.log.Error("store: job running", "id", id, "err", err)
+	}
+}
+
+func (h *hub) Progress(id string, p api.Progress) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if j, ok := h.live[id]; ok {
+		j.progress = p
+		h.publish(j, api.Event{Type: "progress", Progress: &p})
+	}
+}
+
+// Image encodes the PNG with its provenance and stores it before the scheduler goes on.
+func (h *hub) Image(id string, img generation.Image) error {
+	j, ok := h.get(id)
+	if !ok {
+		return errors.New("job is not tracked")
+	}
+	png, err := j.plan.PNG(img)
+	if err != nil {
+		return err
+	}
+	rec := store.Image{ID: store.ImageID(id, img.Index), JobID: id, Index: img.Index, Class: img.Class,
+		ClassName: j.plan.ClassNames[img.Index], Seconds: img.Seconds, Stats: j.plan.WireStats(img)}
+	if err := h.s.store.AddImage(rec, png); err != nil {
+		return err
+	}
+	m := h.s.metrics
+	m.images.WithLabelValues(j.plan.Mode).Inc()
+	if img.Spec != nil && img.Spec.Drafted > 0 {
+		m.alpha.Observe(img.Spec.Alpha())
+	}
+	if h.s.afterImage != nil {
+		h.s.afterImage(id, img.Index)
+	}
+	wire := wireImage(rec)
+	h.mu.Lock()
+	h.publish(j, api.Event{Type: "image", Image: &wire})
+	h.mu.Unlock()
+	return nil
+}
+
+// Finished stores the final state, then wakes waiters and event streams.
+func (h *hub) Finished(id string, err error) {
+	status, reason := api.StatusSucceeded, ""
+	switch {
+	case errors.Is(err, scheduler.ErrCancelled):
+		status, reason = api.StatusCancelled, "cancelled by a DELETE request"
+	case err != nil:
+		status, reason = api.StatusFailed, err.Error()
+		h.s.log.Error("job failed", "id", id, "err", err)
+	}
+	now := time.Now()
+	if serr := h.s.store.Finish(id, status, reason, now); serr != nil {
+		h.s.log.Error("store: job finished", "id", id, "err", serr)
+	}
+	h.mu.Lock()
+	j, ok := h.live[id]
+	delete(h.live, id)
+	h.mu.Unlock()
+	h.s.metrics.jobs.WithLabelValues(status).Inc()
+	if !ok {
+		return
+	}
+	if rec, serr := h.s.store.Job(id); serr == nil && rec.Started != nil {
+		h.s.metrics.latency.WithLabelValues(j.plan.Mode).Observe(now.Sub(rec.Created).Seconds())
+	}
+	close(j.done)
+}
+
+// closeAll ends every event stream (shutdown): streams see done closed while the job is still
+// queued or running and tell the client so.
+func (h *hub) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, j := range h.live {
+		close(j.done)
+		delete(h.live, id)
+	}
+}

@@ -1,0 +1,46 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics live in the server's own registry (not the global one), so several servers in one
+// process (tests) do not collide.
+type metrics struct {
+	reg      *prometheus.Registry
+	batch    prometheus.Histogram
+	alpha    prometheus.Histogram
+	latency  *prometheus.HistogramVec
+	images   *prometheus.CounterVec
+	jobs     *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.batch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "marspec_batch_images",
+		Help: "Images in one engine step (cross-request continuous batching).", Buckets: prometheus.ExponentialBuckets(1, 2, 11)})
+	m.alpha = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "marspec_image_alpha",
+		Help: "Acceptance rate of speculative images.", Buckets: prometheus.LinearBuckets(0, 0.1, 11)})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "marspec_job_seconds",
+		Help: "Job latency from submission to the end, by mode.", Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12)}, []string{"mode"})
+	m.images = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "marspec_images_total", Help: "Images made, by mode."}, []string{"mode"})
+	m.jobs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "marspec_jobs_total", Help: "Jobs ended, by final status."}, []string{"status"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "marspec_http_requests_total",
+		Help: "HTTP requests by route and status code."}, []string{"route", "code"})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "marspec_http_request_seconds",
+		Help: "HTTP request latency by route.", Buckets: prometheus.DefBuckets}, []string{"route"})
+	m.reg.MustRegister(m.batch, m.alpha, m.latency, m.images, m.jobs, m.requests, m.duration)
+	return m
+}
+
+func (m *metrics) queueDepth(depth func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "marspec_queue_depth",
+		Help: "Jobs accepted and not finished."}, func() float64 { return float64(depth()) }))
+}
+
+func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"crypto/subtle"
+	_ "embed"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+//go:embed openapi.json
+var openapiJSON []byte
+
+func (s *Server) routes() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, v any) {
+		s.log.Error("panic", "path", c.Request.URL.Path, "value", v)
+		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": "internal error (logged)"})
+	}))
+	r.Use(s.observe, s.limitBody)
+	r.NoRoute(func(c *gin.Context) { s.fail(c, errNotFound) })
+	r.NoMethod(func(c *gin.Context) {
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, gin.H{"error": "method " + c.Request.Method + " not allowed here"})
+	})
+
+	v1 := r.Group("/v1")
+	v1.POST("/generations", s.auth, s.create)
+	v1.GET("/generations", s.list)
+	v1.GET("/generations/:id", s.get)
+	v1.GET("/generations/:id/events", s.events)
+	v1.DELETE("/generations/:id", s.auth, s.remove)
+	v1.GET("/images/:file", s.image)
+	v1.GET("/models", s.models)
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.ready)
+	r.GET("/metrics", gin.WrapH(s.metrics.handler()))
+	r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapiJSON) })
+	if s.ui != nil {
+		ui := http.FS(s.ui)
+		r.GET("/", func(c *gin.Context) { c.FileFromFS("/", ui) })
+		r.GET("/ui/*file", func(c *gin.Context) { c.FileFromFS(c.Param("file"), ui) })
+	}
+	return r
+}
+
+// observe logs every request with log/slog and counts it by route (the pattern, never the raw
+// path: ids would explode the label set).
+func (s *Server) observe(c *gin.Context) {
+	start := time.Now()
+	c.Header("X-Content-Type-Options", "nosniff")
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	code := c.Writer.Status()
+	s.metrics.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	s.metrics.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	level := slog.LevelInfo
+	if code >= 500 {
+		level = slog.LevelError
+	}
+	s.log.Log(c.Request.Context(), level, "http", "method", c.Request.Method, "route", route, "status", code,
+		"ms", time.Since(start).Milliseconds())
+}
+
+func (s *Server) limitBody(c *gin.Context) {
+	if c.Request.Body != nil {
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.BodyLimit)
+	}
+	c.Next()
+}
+
+// auth guards the routes that change state when a token is configured.
+func (s *Server) auth(c *gin.Context) {
+	if s.cfg.Token == "" {
+		return
+	}
+	want := "Bearer " + s.cfg.Token
+	if subtle.ConstantTimeCompare([]byte(c.GetHeader("Authorization")), []byte(want)) != 1 {
+		s.fail(c, errUnauthorized)
+	}
+}
+
+func (s *Server) ready(c *gin.Context) {
+	if s.stopping.Load() {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "stopping"})
+		return
+	}
+	if err := s.store.Ping(); err != nil {
+		s.log.Error("readyz: store", "err", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "store unavailable"})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "queue_depth": s.sched.Depth(), "queue_capacity": s.sched.Capacity()})
+}

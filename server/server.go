@@ -1,0 +1,133 @@
+// Package server is the HTTP adapter of the marspec service: it decodes and validates
+// requests (generation.Validate), hands jobs to the scheduler, stores results (store) and
+// encodes answers (api). It never touches tensors.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"marspec/api"
+	"marspec/generation"
+	"marspec/scheduler"
+	"marspec/store"
+)
+
+// Server is the service: scheduler, store, live job state and HTTP routes.
+type Server struct {
+	cfg      Config
+	cat      generation.Catalog
+	store    *store.Store
+	sched    *scheduler.Scheduler
+	hub      *hub
+	metrics  *metrics
+	log      *slog.Logger
+	ui       fs.FS
+	handler  http.Handler
+	stopping atomic.Bool
+	// afterImage, if set (tests), runs after an image is stored, in the worker goroutine: a
+	// test holds a job mid-run with it.
+	afterImage func(job string, index int)
+}
+
+// Deps are what a server runs on.
+type Deps struct {
+	Catalog generation.Catalog // the packs requests are validated against
+	Models  generation.Models  // the runtime that makes images
+	Store   *store.Store
+	UI      fs.FS // the gallery (web.FS) served at /; nil serves none
+	Log     *slog.Logger
+}
+
+// New builds a server; cfg should have passed Check.
+func New(cfg Config, d Deps) *Server {
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, cat: d.Catalog, store: d.Store, ui: d.UI, log: log}
+	s.metrics = newMetrics()
+	s.hub = newHub(s)
+	s.sched = scheduler.New(scheduler.Config{Models: d.Models, Sink: s.hub, QueueSize: cfg.QueueSize, MaxBatch: cfg.MaxBatch,
+		Isolate: !cfg.CrossBatch, OnStep: func(_ string, n int) { s.metrics.batch.Observe(float64(n)) }})
+	s.metrics.queueDepth(s.sched.Depth)
+	s.handler = s.routes()
+	return s
+}
+
+// Handler is the HTTP handler (routes, limits, logging).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// HTTPServer wraps the handler with the configured timeouts.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{Addr: s.cfg.Addr, Handler: s.handler, ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: s.cfg.ReadTimeout, WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10}
+}
+
+// Resume hands the jobs a previous run left queued or running back to the scheduler, keeping
+// their finished images; a job that cannot run again is marked failed with the reason.
+func (s *Server) Resume() (resumed, failed int, err error) {
+	jobs, err := s.store.Unfinished()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, j := range jobs {
+		if err := s.resume(j); err != nil {
+			failed++
+			reason := "not resumed after restart: " + err.Error()
+			s.log.Warn("job not resumed", "id", j.ID, "reason", reason)
+			if ferr := s.store.Finish(j.ID, api.StatusFailed, reason, time.Now()); ferr != nil {
+				return resumed, failed, ferr
+			}
+			continue
+		}
+		resumed++
+	}
+	return resumed, failed, nil
+}
+
+func (s *Server) resume(j store.Job) error {
+	plan, err := generation.Validate(j.Request, s.cat)
+	if err != nil {
+		return err
+	}
+	if plan.Params() != j.Settings.Params {
+		return fmt.Errorf("the models or their settings changed (was %q, now %q)", j.Settings.Params, plan.Params())
+	}
+	imgs, err := s.store.Images(j.ID)
+	if err != nil {
+		return err
+	}
+	done := map[int]bool{}
+	for _, im := range imgs {
+		done[im.Index] = true
+	}
+	if err := s.store.Requeue(j.ID); err != nil {
+		return err
+	}
+	s.hub.track(j.ID, plan, len(imgs))
+	if err := s.sched.Submit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
+		s.hub.forget(j.ID)
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops accepting work, lets the workers finish their current step and closes event
+// streams. Unfinished jobs stay queued or running in the store and resume on the next start.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopping.Store(true)
+	err := s.sched.Shutdown(ctx)
+	s.hub.closeAll()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("workers still busy at the shutdown deadline: %w", err)
+	}
+	return err
+}

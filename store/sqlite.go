@@ -1,0 +1,253 @@
+package store
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"marspec/api"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// SQLite is a Meta in one embedded database file.
+type SQLite struct{ db *sql.DB }
+
+const schema = `
+CREATE TABLE IF NOT EXISTS jobs (
+  id TEXT PRIMARY KEY, created INTEGER NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
+  started INTEGER, finished INTEGER, mode TEXT NOT NULL, classes TEXT NOT NULL,
+  request TEXT NOT NULL, settings TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created DESC);
+CREATE TABLE IF NOT EXISTS images (
+  id TEXT PRIMARY KEY, job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, idx INTEGER NOT NULL,
+  class INTEGER NOT NULL, class_name TEXT NOT NULL, seconds REAL NOT NULL, stats TEXT);
+CREATE INDEX IF NOT EXISTS images_job ON images(job_id, idx);`
+
+// OpenSQLite opens (creating if needed) the database file at path.
+func OpenSQLite(path string) (*SQLite, error) {
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1) // one writer; SQLite serialises writes anyway, this avoids SQLITE_BUSY
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("database %s: %w", path, err)
+	}
+	return &SQLite{db: db}, nil
+}
+
+// Close closes the database.
+func (s *SQLite) Close() error { return s.db.Close() }
+
+// Ping checks the database answers (readiness).
+func (s *SQLite) Ping() error { return s.db.Ping() }
+
+func nanos(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+// classList is ",1,12," so that a LIKE '%,1,%' filter matches class 1 and not 12.
+func classList(classes []int) string {
+	var b strings.Builder
+	b.WriteByte(',')
+	for _, c := range classes {
+		b.WriteString(strconv.Itoa(c))
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+// CreateJob stores a new job.
+func (s *SQLite) CreateJob(j Job) error {
+	req, err := json.Marshal(j.Request)
+	if err != nil {
+		return err
+	}
+	set, err := json.Marshal(j.Settings)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.Exec(`INSERT INTO jobs (id, created, status, error, started, finished, mode, classes, request, settings)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Created.UnixNano(), j.Status, j.Error, nanos(j.Started), nanos(j.Finished),
+		j.Settings.Mode, classList(j.Settings.Classes), string(req), string(set))
+	return err
+}
+
+// SetRunning marks a job running from at.
+func (s *SQLite) SetRunning(id string, at time.Time) error {
+	_, err := s.db.Exec(`UPDATE jobs SET status = ?, started = COALESCE(started, ?) WHERE id = ? AND status IN (?, ?)`,
+		api.StatusRunning, at.UnixNano(), id, api.StatusQueued, api.StatusRunning)
+	return err
+}
+
+// Finish records a job's final status and reason.
+func (s *SQLite) Finish(id, status, reason string, at time.Time) error {
+	_, err := s.db.Exec(`UPDATE jobs SET status = ?, error = ?, finished = ? WHERE id = ?`, status, reason, at.UnixNano(), id)
+	return err
+}
+
+// Requeue puts an interrupted job back to queued (on start, before resuming it).
+func (s *SQLite) Requeue(id string) error {
+	_, err := s.db.Exec(`UPDATE jobs SET status = ? WHERE id = ?`, api.StatusQueued, id)
+	return err
+}
+
+const jobCols = `id, created, status, error, started, finished, request, settings`
+
+func scanJob(row interface{ Scan(...any) error }) (Job, error) {
+	var j Job
+	var created int64
+	var started, finished sql.NullInt64
+	var req, set string
+	if err := row.Scan(&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return j, ErrNotFound
+		}
+		return j, err
+	}
+	j.Created = time.Unix(0, created).UTC()
+	if started.Valid {
+		t := time.Unix(0, started.Int64).UTC()
+		j.Started = &t
+	}
+	if finished.Valid {
+		t := time.Unix(0, finished.Int64).UTC()
+		j.Finished = &t
+	}
+	if err := json.Unmarshal([]byte(req), &j.Request); err != nil {
+		return j, fmt.Errorf("job %s: stored request: %w", j.ID, err)
+	}
+	if err := json.Unmarshal([]byte(set), &j.Settings); err != nil {
+		return j, fmt.Errorf("job %s: stored settings: %w", j.ID, err)
+	}
+	return j, nil
+}
+
+// Job returns one job.
+func (s *SQLite) Job(id string) (Job, error) {
+	return scanJob(s.db.QueryRow(`SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
+}
+
+// List returns a page of jobs, newest first, and how many match.
+func (s *SQLite) List(f Filter, limit, offset int) ([]Job, int, error) {
+	where, args := []string{"1=1"}, []any{}
+	if f.Class != nil {
+		where, args = append(where, "classes LIKE ?"), append(args, "%,"+strconv.Itoa(*f.Class)+",%")
+	}
+	if f.Mode != "" {
+		where, args = append(where, "mode = ?"), append(args, f.Mode)
+	}
+	if f.Status != "" {
+		where, args = append(where, "status = ?"), append(args, f.Status)
+	}
+	cond := strings.Join(where, " AND ")
+	var total int
+	if err := s.db.QueryRow(`SELECT COUNT(*) FROM jobs WHERE `+cond, args...).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	jobs, err := s.jobs(`SELECT `+jobCols+` FROM jobs WHERE `+cond+` ORDER BY created DESC, id LIMIT ? OFFSET ?`,
+		append(args, limit, offset)...)
+	return jobs, total, err
+}
+
+// Unfinished returns the jobs left queued or running (by a crash or a shutdown), oldest first.
+func (s *SQLite) Unfinished() ([]Job, error) {
+	return s.jobs(`SELECT `+jobCols+` FROM jobs WHERE status IN (?, ?) ORDER BY created`, api.StatusQueued, api.StatusRunning)
+}
+
+func (s *SQLite) jobs(query string, args ...any) ([]Job, error) {
+	rows, err := s.db.Query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// DeleteJob removes a job and its image records.
+func (s *SQLite) DeleteJob(id string) error {
+	res, err := s.db.Exec(`DELETE FROM jobs WHERE id = ?`, id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	_, err = s.db.Exec(`DELETE FROM images WHERE job_id = ?`, id) // also without foreign-key support
+	return err
+}
+
+// PutImage records an image (replacing a record of the same id: a resumed job remade it).
+func (s *SQLite) PutImage(img Image) error {
+	var stats any
+	if img.Stats != nil {
+		b, err := json.Marshal(img.Stats)
+		if err != nil {
+			return err
+		}
+		stats = string(b)
+	}
+	_, err := s.db.Exec(`INSERT OR REPLACE INTO images (id, job_id, idx, class, class_name, seconds, stats) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		img.ID, img.JobID, img.Index, img.Class, img.ClassName, img.Seconds, stats)
+	return err
+}
+
+const imageCols = `id, job_id, idx, class, class_name, seconds, stats`
+
+func scanImage(row interface{ Scan(...any) error }) (Image, error) {
+	var im Image
+	var stats sql.NullString
+	if err := row.Scan(&im.ID, &im.JobID, &im.Index, &im.Class, &im.ClassName, &im.Seconds, &stats); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return im, ErrNotFound
+		}
+		return im, err
+	}
+	if stats.Valid {
+		if err := json.Unmarshal([]byte(stats.String), &im.Stats); err != nil {
+			return im, fmt.Errorf("image %s: stored statistics: %w", im.ID, err)
+		}
+	}
+	return im, nil
+}
+
+// Images returns a job's image records in index order.
+func (s *SQLite) Images(job string) ([]Image, error) {
+	rows, err := s.db.Query(`SELECT `+imageCols+` FROM images WHERE job_id = ? ORDER BY idx`, job)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Image
+	for rows.Next() {
+		im, err := scanImage(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, im)
+	}
+	return out, rows.Err()
+}
+
+// Image returns one image record.
+func (s *SQLite) Image(id string) (Image, error) {
+	return scanImage(s.db.QueryRow(`SELECT `+imageCols+` FROM images WHERE id = ?`, id))
+}
