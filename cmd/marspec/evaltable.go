@@ -17,7 +17,7 @@ import (
 func runEvalTable(args []string) error {
 	fs := flag.NewFlagSet("eval table", flag.ContinueOnError)
 	out := fs.String("o", "", "write the Markdown here instead of standard output")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {

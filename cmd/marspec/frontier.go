@@ -46,7 +46,7 @@ func runFrontier(args []string) error {
 	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
 	schedule := fs.String("schedule", "auto", "prefix rounds: batched, lazy or auto (lazy on cpu)")
 	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded Fashion-MNIST test set)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {
