@@ -7,7 +7,7 @@ import (
 	"path"
 	"strings"
 
-	"marspec/mar"
+	"marspec/onnxrt"
 )
 
 // EvaluatorManifest describes an evaluator network (docs/evaluation.md): any ONNX model that
@@ -37,12 +37,12 @@ type EvaluatorManifest struct {
 // Evaluator computes features and class probabilities of images.
 type Evaluator struct {
 	Manifest *EvaluatorManifest
-	graph    *mar.Graph
+	graph    *onnxrt.Graph
 }
 
 // LoadEvaluator opens manifest.json and model.onnx from dir in fsys (ONNX Runtime must be
 // initialised).
-func LoadEvaluator(fsys fs.FS, dir, source string, opt mar.SessionOptions) (*Evaluator, error) {
+func LoadEvaluator(fsys fs.FS, dir, source string, opt onnxrt.SessionOptions) (*Evaluator, error) {
 	raw, err := fs.ReadFile(fsys, path.Join(dir, "manifest.json"))
 	if err != nil {
 		return nil, fmt.Errorf("evaluator %s: cannot read manifest.json: %v", source, err)
@@ -67,9 +67,9 @@ func LoadEvaluator(fsys fs.FS, dir, source string, opt mar.SessionOptions) (*Eva
 		return nil, fmt.Errorf("evaluator %s: cannot read model.onnx: %v", source, err)
 	}
 	in := m.Input
-	g, err := mar.NewGraph(model, source+"/model.onnx", opt,
-		[]mar.IOSpec{{Name: in.Name, Shape: []int64{-1, int64(in.Channels), int64(in.Height), int64(in.Width)}}},
-		[]mar.IOSpec{{Name: m.Features.Name, Shape: []int64{-1, int64(m.Features.Dim)}}, {Name: m.Logits.Name, Shape: []int64{-1, int64(m.Logits.Classes)}}})
+	g, err := onnxrt.NewGraph(model, source+"/model.onnx", opt,
+		[]onnxrt.IOSpec{{Name: in.Name, Shape: []int64{-1, int64(in.Channels), int64(in.Height), int64(in.Width)}}},
+		[]onnxrt.IOSpec{{Name: m.Features.Name, Shape: []int64{-1, int64(m.Features.Dim)}}, {Name: m.Logits.Name, Shape: []int64{-1, int64(m.Logits.Classes)}}})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"marspec/onnxrt"
 )
 
 // TokenizerVAEDecoder is the manifest tokenizer kind whose tokens are VAE latents, turned into
@@ -15,24 +17,25 @@ const TokenizerVAEDecoder = "vae_decoder"
 // in [-1, 1]. The graph does everything model-specific (latent scale, unpatchify, the VAE), so
 // the Go side only converts to bytes as the pixel tokenizer does.
 type ONNXDecoder struct {
-	*Graph
+	*onnxrt.Graph
+	source                               string
 	seqLen, dim, channels, height, width int
 }
 
 // NewONNXDecoder opens a decoder graph and checks its input and output against the manifest.
-func NewONNXDecoder(data []byte, m *Manifest, opt SessionOptions, source string) (*ONNXDecoder, error) {
+func NewONNXDecoder(data []byte, m *Manifest, opt onnxrt.SessionOptions, source string) (*ONNXDecoder, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%s: decoder graph is empty or was not read", source)
 	}
 	L, D := int64(m.SeqLen()), int64(m.TokenDim)
 	C, H, W := int64(m.Image.Channels), int64(m.Image.Height), int64(m.Image.Width)
-	g, err := NewGraph(data, source, opt,
-		[]IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}},
-		[]IOSpec{{Name: "image", Shape: []int64{-1, C, H, W}}})
+	g, err := onnxrt.NewGraph(data, source, opt,
+		[]onnxrt.IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}},
+		[]onnxrt.IOSpec{{Name: "image", Shape: []int64{-1, C, H, W}}})
 	if err != nil {
 		return nil, err
 	}
-	return &ONNXDecoder{Graph: g, seqLen: int(L), dim: int(D), channels: int(C), height: int(H), width: int(W)}, nil
+	return &ONNXDecoder{Graph: g, source: source, seqLen: int(L), dim: int(D), channels: int(C), height: int(H), width: int(W)}, nil
 }
 
 // DecodeImages decodes n images ([n*L*D] tokens) in one graph call and returns each image's

@@ -78,7 +78,7 @@ func TestVAEDecoderPackNeedsGraph(t *testing.T) {
 }
 
 func TestDecodeImagesChecksLength(t *testing.T) {
-	d := &ONNXDecoder{Graph: &Graph{source: "x/decoder.onnx"}, seqLen: 4, dim: 2, channels: 3, height: 2, width: 2}
+	d := &ONNXDecoder{source: "x/decoder.onnx", seqLen: 4, dim: 2, channels: 3, height: 2, width: 2}
 	if _, err := d.DecodeImages(make([]float32, 7), 1); err == nil || !strings.Contains(err.Error(), "got 7 token values for 1 images, want 8") {
 		t.Fatalf("got %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"marspec/diffusion"
+	"marspec/onnxrt"
 )
 
 // openPack opens a committed pack with every graph, skipping without the runtime.
@@ -17,7 +18,7 @@ func openPack(t *testing.T, dir string) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := p.Open(SessionOptions{IntraOpThreads: 1})
+	m, err := p.Open(onnxrt.SessionOptions{IntraOpThreads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package mar
 import (
 	"fmt"
 
-	ort "github.com/yalue/onnxruntime_go"
+	"marspec/onnxrt"
 )
 
 // HeadLoopFormat is the version of the fused reverse-diffusion graph (docs/model-pack.md).
@@ -24,7 +24,7 @@ const (
 // HeadLoop runs head_loop.onnx: a token batch's whole reverse diffusion in one call, so the
 // fixed cost of a call is paid once per batch instead of once per step.
 type HeadLoop struct {
-	*Graph
+	*onnxrt.Graph
 	dim, width int
 }
 
@@ -48,13 +48,15 @@ type LoopOutputs struct {
 }
 
 // NewHeadLoop opens head_loop.onnx and checks it against the pack.
-func NewHeadLoop(data []byte, m *Manifest, opt SessionOptions, source string) (*HeadLoop, error) {
+func NewHeadLoop(data []byte, m *Manifest, opt onnxrt.SessionOptions, source string) (*HeadLoop, error) {
 	D, W := int64(m.TokenDim), int64(m.Width)
-	f64 := func(name string, shape ...int64) IOSpec { return IOSpec{Name: name, Float64: true, Shape: shape} }
-	g, err := NewGraph(data, source, opt,
-		[]IOSpec{f64("x_T", -1, D), f64("noise", -2, -1, D), {Name: "z", Shape: []int64{-3, -1, W}},
+	f64 := func(name string, shape ...int64) onnxrt.IOSpec {
+		return onnxrt.IOSpec{Name: name, Float64: true, Shape: shape}
+	}
+	g, err := onnxrt.NewGraph(data, source, opt,
+		[]onnxrt.IOSpec{f64("x_T", -1, D), f64("noise", -2, -1, D), {Name: "z", Shape: []int64{-3, -1, W}},
 			f64("cfg", -1, 1), {Name: "t", Shape: []int64{-2}}, f64("coef", -2, numCoefs), f64("clip", 2)},
-		[]IOSpec{f64("x0", -1, D), f64("last_mean", -1, D), f64("half_log_var", -2, -1, D)})
+		[]onnxrt.IOSpec{f64("x0", -1, D), f64("last_mean", -1, D), f64("half_log_var", -2, -1, D)})
 	if err != nil {
 		return nil, err
 	}
@@ -65,16 +67,13 @@ func NewHeadLoop(data []byte, m *Manifest, opt SessionOptions, source string) (*
 // inputs, read takes the outputs.
 func (h *HeadLoop) RunLoop(n, steps, halves int, fill func(LoopInputs), read func(LoopOutputs)) error {
 	if halves != 1 && halves != 2 {
-		return fmt.Errorf("%s: %d halves, want 1 or 2", h.source, halves)
+		return fmt.Errorf("%s: %d halves, want 1 or 2", h.Source(), halves)
 	}
-	return h.RunDims(Dims{n, steps, halves}, func(in, _ []ort.Value) error {
-		f := func(i int) []float64 { return in[i].(*ort.Tensor[float64]).GetData() }
-		fill(LoopInputs{XT: f(0), Noise: f(1), Z: in[2].(*ort.Tensor[float32]).GetData(), CFG: f(3),
-			T: in[4].(*ort.Tensor[float32]).GetData(), Coef: f(5), Clip: f(6)})
+	return h.RunDims(onnxrt.Dims{n, steps, halves}, func(in, _ onnxrt.Tensors) error {
+		fill(LoopInputs{XT: in.F64(0), Noise: in.F64(1), Z: in.F32(2), CFG: in.F64(3), T: in.F32(4), Coef: in.F64(5), Clip: in.F64(6)})
 		return nil
-	}, func(out []ort.Value) error {
-		f := func(i int) []float64 { return out[i].(*ort.Tensor[float64]).GetData() }
-		read(LoopOutputs{X0: f(0), LastMean: f(1), HalfLogVar: f(2)})
+	}, func(out onnxrt.Tensors) error {
+		read(LoopOutputs{X0: out.F64(0), LastMean: out.F64(1), HalfLogVar: out.F64(2)})
 		return nil
 	})
 }

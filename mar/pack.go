@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"marspec/onnxrt"
 )
 
 // Manifest describes a model pack (docs/model-pack.md).
@@ -202,7 +204,7 @@ func LoadPackDir(dir string) (*Pack, error) {
 }
 
 // Open builds a runnable model from a pack (ONNX Runtime must be initialised).
-func (p *Pack) Open(opt SessionOptions) (*Model, error) {
+func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 	var tok Tokenizer
 	var err error
 	if p.Manifest.Tokenizer.Kind != TokenizerVAEDecoder { // before the sessions, so a failure leaks none

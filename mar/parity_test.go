@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"marspec/diffusion"
+	"marspec/onnxrt"
 )
 
 // parityFixture is written by scripts/make_fixtures.py from the checkpoint the embedded target
@@ -56,14 +57,14 @@ func loadParity(t *testing.T) (*parityFixture, *Model) {
 	if err := json.Unmarshal(data, &fx); err != nil {
 		t.Fatal(err)
 	}
-	if err := InitRuntime("../" + DefaultORTLib); err != nil {
+	if err := onnxrt.Init("../"+onnxrt.DefaultLib, onnxrt.CPU); err != nil {
 		t.Fatalf("%v (make test runs make setup first)", err)
 	}
 	pack, err := LoadPackDir("../models/target")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := pack.Open(SessionOptions{})
+	m, err := pack.Open(onnxrt.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

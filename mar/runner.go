@@ -1,10 +1,7 @@
 package mar
 
 import (
-	"fmt"
-	"sync"
-
-	ort "github.com/yalue/onnxruntime_go"
+	"marspec/onnxrt"
 )
 
 // Transformer maps known tokens and a class to one conditioning vector per position.
@@ -25,288 +22,19 @@ type Head interface {
 	Width() int
 }
 
-// Graph is one ONNX session with tensors cached per batch size, so repeated calls at a
-// size allocate nothing. Safe for concurrent use (calls are serialised). Inputs and outputs
-// are float32 or int64 tensors whose first axis may be the batch (-1 in IOSpec).
-type Graph struct {
-	mu      sync.Mutex
-	source  string
-	session *ort.DynamicAdvancedSession
-	inputs  []IOSpec
-	outputs []IOSpec
-	cache   map[Dims]*boundTensors
-}
-
-// IOSpec is a graph input or output: its name, element type (float32 unless Int64 or
-// Float64) and shape. Negative sizes are dynamic axes: -1 is the batch, -2 and -3 the further
-// sizes a RunDims call gives (e.g. steps and halves of the fused head).
-type IOSpec struct {
-	Name    string
-	Int64   bool
-	Shape   []int64
-	Float64 bool
-}
-
-// Dims gives the sizes of a call's dynamic axes: Dims[0] for -1 (the batch), Dims[1] for -2,
-// Dims[2] for -3.
-type Dims [3]int
-
-type boundTensors struct {
-	in, out []ort.Value
-}
-
-func (b *boundTensors) destroy() {
-	for _, v := range b.in {
-		v.Destroy()
-	}
-	for _, v := range b.out {
-		v.Destroy()
-	}
-}
-
-// NewGraph opens an ONNX model and checks its inputs and outputs against the expected ones;
-// errors name source (the file) and the mismatch.
-func NewGraph(data []byte, source string, opt SessionOptions, inputs, outputs []IOSpec) (*Graph, error) {
-	ins, outs, err := ort.GetInputOutputInfoWithONNXData(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: not a readable ONNX model: %v", source, oneLine(err))
-	}
-	if err := checkIO(source, "input", ins, inputs); err != nil {
-		return nil, err
-	}
-	if err := checkIO(source, "output", outs, outputs); err != nil {
-		return nil, err
-	}
-	so, err := newSessionOptions(opt)
-	if err != nil {
-		return nil, err
-	}
-	defer so.Destroy()
-	names := func(specs []IOSpec) []string {
-		n := make([]string, len(specs))
-		for i, s := range specs {
-			n[i] = s.Name
-		}
-		return n
-	}
-	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(data, names(inputs), names(outputs), so)
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot create session: %v", source, oneLine(err))
-	}
-	return &Graph{source: source, session: sess, inputs: inputs, outputs: outputs, cache: map[Dims]*boundTensors{}}, nil
-}
-
-func checkIO(source, kind string, got []ort.InputOutputInfo, want []IOSpec) error {
-	if len(got) != len(want) {
-		return fmt.Errorf("%s: has %d %ss, want %d (%s)", source, len(got), kind, len(want), specNames(want))
-	}
-	for i, w := range want {
-		g := got[i]
-		if g.Name != w.Name {
-			return fmt.Errorf("%s: %s %d is %q, want %q", source, kind, i, g.Name, w.Name)
-		}
-		wantType := ort.TensorElementDataType(ort.TensorElementDataTypeFloat)
-		switch {
-		case w.Int64:
-			wantType = ort.TensorElementDataType(ort.TensorElementDataTypeInt64)
-		case w.Float64:
-			wantType = ort.TensorElementDataType(ort.TensorElementDataTypeDouble)
-		}
-		if g.DataType != wantType {
-			return fmt.Errorf("%s: %s %q has type %v, want %v", source, kind, w.Name, g.DataType, wantType)
-		}
-		if len(g.Dimensions) != len(w.Shape) {
-			return fmt.Errorf("%s: %s %q has rank %d, want %d", source, kind, w.Name, len(g.Dimensions), len(w.Shape))
-		}
-		for d, size := range w.Shape {
-			if size > 0 && g.Dimensions[d] > 0 && g.Dimensions[d] != size {
-				return fmt.Errorf("%s: %s %q has shape %v, want %v (-1 = batch)", source, kind, w.Name, g.Dimensions, w.Shape)
-			}
-		}
-	}
-	return nil
-}
-
-func specNames(specs []IOSpec) string {
-	s := ""
-	for i, sp := range specs {
-		if i > 0 {
-			s += ", "
-		}
-		s += sp.Name
-	}
-	return s
-}
-
-func (g *Graph) tensors(dims Dims) (*boundTensors, error) {
-	if b, ok := g.cache[dims]; ok {
-		return b, nil
-	}
-	make1 := func(s IOSpec) (ort.Value, error) {
-		shape := make([]int64, len(s.Shape))
-		for i, d := range s.Shape {
-			shape[i] = d
-			if d < 0 {
-				shape[i] = int64(dims[-d-1])
-			}
-		}
-		switch {
-		case s.Int64:
-			return ort.NewEmptyTensor[int64](ort.NewShape(shape...))
-		case s.Float64:
-			return ort.NewEmptyTensor[float64](ort.NewShape(shape...))
-		}
-		return ort.NewEmptyTensor[float32](ort.NewShape(shape...))
-	}
-	b := &boundTensors{}
-	for i, s := range append(append([]IOSpec{}, g.inputs...), g.outputs...) {
-		v, err := make1(s)
-		if err != nil {
-			b.destroy()
-			return nil, err
-		}
-		if i < len(g.inputs) {
-			b.in = append(b.in, v)
-		} else {
-			b.out = append(b.out, v)
-		}
-	}
-	if len(g.cache) > 16 { // many distinct sizes: keep memory bounded
-		g.dropCache()
-	}
-	g.cache[dims] = b
-	return b, nil
-}
-
-func (g *Graph) dropCache() {
-	for k, b := range g.cache {
-		b.destroy()
-		delete(g.cache, k)
-	}
-}
-
-func (g *Graph) run(batch int, out []float32, inputs ...any) error {
-	return g.Run(batch, [][]float32{out}, inputs...)
-}
-
-// Run copies float32/int64 inputs in, runs the graph and copies the float32 outputs out
-// (outs[i] for output i; nil skips it).
-func (g *Graph) Run(batch int, outs [][]float32, inputs ...any) error {
-	if len(inputs) != len(g.inputs) {
-		return fmt.Errorf("%s: got %d inputs, want %d (%s)", g.source, len(inputs), len(g.inputs), specNames(g.inputs))
-	}
-	if len(outs) > len(g.outputs) {
-		return fmt.Errorf("%s: got %d output buffers, the graph has %d outputs", g.source, len(outs), len(g.outputs))
-	}
-	return g.RunDims(Dims{batch, 1, 1}, func(in, res []ort.Value) error {
-		for i, data := range inputs {
-			if err := fill(in[i], data); err != nil {
-				return fmt.Errorf("input %s: %v", g.inputs[i].Name, err)
-			}
-		}
-		for i, out := range outs { // check before running, so a bad buffer costs no run
-			if out == nil {
-				continue
-			}
-			t, ok := res[i].(*ort.Tensor[float32])
-			if !ok {
-				return fmt.Errorf("output %s is not float32", g.outputs[i].Name)
-			}
-			if n := len(t.GetData()); len(out) < n {
-				return fmt.Errorf("output %s buffer holds %d values, need %d", g.outputs[i].Name, len(out), n)
-			}
-		}
-		return nil
-	}, func(res []ort.Value) error {
-		for i, out := range outs {
-			if out != nil {
-				copy(out, res[i].(*ort.Tensor[float32]).GetData())
-			}
-		}
-		return nil
-	})
-}
-
-// RunDims binds the cached tensors of these dynamic sizes, lets fill write the inputs in place
-// (it sees the outputs too, to check them before a run), runs the graph and lets read take the
-// outputs: no copies beyond the caller's own. Errors from fill or read get the source prefix.
-func (g *Graph) RunDims(dims Dims, fill func(in, out []ort.Value) error, read func(out []ort.Value) error) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	switch {
-	case g.session == nil:
-		return fmt.Errorf("%s: used after Close", g.source)
-	case dims[0] < 1:
-		return fmt.Errorf("%s: batch size %d, want at least 1", g.source, dims[0])
-	case dims[1] < 1 || dims[2] < 1:
-		return fmt.Errorf("%s: dynamic sizes %v, want at least 1", g.source, dims)
-	}
-	b, err := g.tensors(dims)
-	if err != nil {
-		return fmt.Errorf("%s: %v", g.source, err)
-	}
-	if err := fill(b.in, b.out); err != nil {
-		return fmt.Errorf("%s: %v", g.source, err)
-	}
-	if err := g.session.Run(b.in, b.out); err != nil {
-		return fmt.Errorf("%s: run failed: %v", g.source, oneLine(err))
-	}
-	if err := read(b.out); err != nil {
-		return fmt.Errorf("%s: %v", g.source, err)
-	}
-	return nil
-}
-
-// fill copies a caller's buffer into a cached tensor. Buffers may be longer than the tensor
-// (callers reuse buffers sized for their largest batch) but not shorter.
-func fill(dst ort.Value, src any) error {
-	switch data := src.(type) {
-	case []float32:
-		if t, ok := dst.(*ort.Tensor[float32]); ok {
-			return copyIn(t.GetData(), data)
-		}
-	case []int64:
-		if t, ok := dst.(*ort.Tensor[int64]); ok {
-			return copyIn(t.GetData(), data)
-		}
-	}
-	return fmt.Errorf("got %T, which does not match the graph's element type", src)
-}
-
-func copyIn[T float32 | int64](dst, src []T) error {
-	if len(src) < len(dst) {
-		return fmt.Errorf("has %d values, want %d", len(src), len(dst))
-	}
-	copy(dst, src)
-	return nil
-}
-
-// Close releases the session and its cached tensors.
-func (g *Graph) Close() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.session == nil { // already closed
-		return nil
-	}
-	g.dropCache()
-	err := g.session.Destroy()
-	g.session = nil
-	return err
-}
-
 // ONNXTransformer runs transformer.onnx.
 type ONNXTransformer struct {
-	*Graph
+	*onnxrt.Graph
 	seqLen, dim, width int
 }
 
 // NewONNXTransformer opens transformer.onnx and checks its inputs and outputs against the pack.
-func NewONNXTransformer(data []byte, m *Manifest, opt SessionOptions, source string) (*ONNXTransformer, error) {
+func NewONNXTransformer(data []byte, m *Manifest, opt onnxrt.SessionOptions, source string) (*ONNXTransformer, error) {
 	L, D, W := int64(m.SeqLen()), int64(m.TokenDim), int64(m.Width)
-	g, err := NewGraph(data, source, opt,
-		[]IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}, {Name: "mask", Shape: []int64{-1, L}},
+	g, err := onnxrt.NewGraph(data, source, opt,
+		[]onnxrt.IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}, {Name: "mask", Shape: []int64{-1, L}},
 			{Name: "class_ids", Int64: true, Shape: []int64{-1}}, {Name: "drop_class", Shape: []int64{-1}}},
-		[]IOSpec{{Name: "z", Shape: []int64{-1, L, W}}})
+		[]onnxrt.IOSpec{{Name: "z", Shape: []int64{-1, L, W}}})
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +42,7 @@ func NewONNXTransformer(data []byte, m *Manifest, opt SessionOptions, source str
 }
 
 func (t *ONNXTransformer) Forward(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, z []float32) error {
-	return t.run(batch, z, tokens, mask, classIDs, dropClass)
+	return t.RunInto(batch, z, tokens, mask, classIDs, dropClass)
 }
 func (t *ONNXTransformer) SeqLen() int   { return t.seqLen }
 func (t *ONNXTransformer) TokenDim() int { return t.dim }
@@ -322,7 +50,7 @@ func (t *ONNXTransformer) Width() int    { return t.width }
 
 // ONNXHead runs head.onnx, and head_loop.onnx when the pack has it.
 type ONNXHead struct {
-	*Graph
+	*onnxrt.Graph
 	dim, width int
 	loop       *HeadLoop
 }
@@ -339,11 +67,11 @@ func (h *ONNXHead) Close() error {
 }
 
 // NewONNXHead opens head.onnx and checks its inputs and outputs against the pack.
-func NewONNXHead(data []byte, m *Manifest, opt SessionOptions, source string) (*ONNXHead, error) {
+func NewONNXHead(data []byte, m *Manifest, opt onnxrt.SessionOptions, source string) (*ONNXHead, error) {
 	D, W := int64(m.TokenDim), int64(m.Width)
-	g, err := NewGraph(data, source, opt,
-		[]IOSpec{{Name: "x_t", Shape: []int64{-1, D}}, {Name: "t", Shape: []int64{-1}}, {Name: "z", Shape: []int64{-1, W}}},
-		[]IOSpec{{Name: "out", Shape: []int64{-1, 2 * D}}})
+	g, err := onnxrt.NewGraph(data, source, opt,
+		[]onnxrt.IOSpec{{Name: "x_t", Shape: []int64{-1, D}}, {Name: "t", Shape: []int64{-1}}, {Name: "z", Shape: []int64{-1, W}}},
+		[]onnxrt.IOSpec{{Name: "out", Shape: []int64{-1, 2 * D}}})
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +79,7 @@ func NewONNXHead(data []byte, m *Manifest, opt SessionOptions, source string) (*
 }
 
 func (h *ONNXHead) Predict(xt, t, z []float32, n int, out []float32) error {
-	return h.run(n, out, xt, t, z)
+	return h.RunInto(n, out, xt, t, z)
 }
 func (h *ONNXHead) TokenDim() int { return h.dim }
 func (h *ONNXHead) Width() int    { return h.width }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"marspec/onnxrt"
 )
 
 // openTarget opens the committed target pack's graphs, skipping when they or the runtime
@@ -21,7 +23,7 @@ func openTarget(t *testing.T) (*Manifest, *ONNXTransformer, *ONNXHead) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := SessionOptions{IntraOpThreads: 1} // light: the machine may be training
+	opt := onnxrt.SessionOptions{IntraOpThreads: 1} // light: the machine may be training
 	tr, err := NewONNXTransformer(p.Transformer, p.Manifest, opt, "target/transformer.onnx")
 	if err != nil {
 		t.Fatal(err)
@@ -93,10 +95,10 @@ func TestRunnerShapes(t *testing.T) {
 		checkFinite(t, "head out", out)
 	}
 	// repeated sizes reuse their tensors
-	if n := len(tr.cache); n != 2 {
+	if n := tr.CachedSizes(); n != 2 {
 		t.Errorf("transformer caches tensors for %d batch sizes, want 2", n)
 	}
-	if n := len(head.cache); n != 2 {
+	if n := head.CachedSizes(); n != 2 {
 		t.Errorf("head caches tensors for %d batch sizes, want 2", n)
 	}
 }
@@ -142,11 +144,11 @@ func TestCorruptONNXNamesFile(t *testing.T) {
 		"empty":     {},
 		"truncated": head[:len(head)/2],
 	} {
-		_, err := NewONNXTransformer(data, m, SessionOptions{}, "pack/transformer.onnx")
+		_, err := NewONNXTransformer(data, m, onnxrt.SessionOptions{}, "pack/transformer.onnx")
 		if err == nil || !strings.HasPrefix(err.Error(), "pack/transformer.onnx: ") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s transformer: want a one-line error naming pack/transformer.onnx, got %v", name, err)
 		}
-		_, err = NewONNXHead(data, m, SessionOptions{}, "pack/head.onnx")
+		_, err = NewONNXHead(data, m, onnxrt.SessionOptions{}, "pack/head.onnx")
 		if err == nil || !strings.HasPrefix(err.Error(), "pack/head.onnx: ") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s head: want a one-line error naming pack/head.onnx, got %v", name, err)
 		}
@@ -171,7 +173,7 @@ func TestGraphMismatchNamesFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = pack.Open(SessionOptions{})
+	_, err = pack.Open(onnxrt.SessionOptions{})
 	if err == nil || !strings.Contains(err.Error(), "transformer.onnx") || !strings.Contains(err.Error(), "input") {
 		t.Fatalf("error %v should name transformer.onnx and the input mismatch", err)
 	}
@@ -179,18 +181,18 @@ func TestGraphMismatchNamesFile(t *testing.T) {
 	copyFile(filepath.Join(targetPack, "transformer.onnx"), "transformer.onnx")
 	copyFile("../models/draft/head.onnx", "head.onnx")
 	pack, _ = LoadPackDir(dir)
-	if _, err = pack.Open(SessionOptions{}); err == nil || !strings.Contains(err.Error(), "head.onnx") || !strings.Contains(err.Error(), "shape") {
+	if _, err = pack.Open(onnxrt.SessionOptions{}); err == nil || !strings.Contains(err.Error(), "head.onnx") || !strings.Contains(err.Error(), "shape") {
 		t.Fatalf("error %v should name head.onnx and the shape mismatch", err)
 	}
 	copyFile(filepath.Join(targetPack, "head.onnx"), "head.onnx")
 	os.Remove(filepath.Join(dir, "head_loop.onnx"))
 	pack, _ = LoadPackDir(dir)
-	if _, err = pack.Open(SessionOptions{}); err == nil || !strings.Contains(err.Error(), "cannot read head_loop.onnx") {
+	if _, err = pack.Open(onnxrt.SessionOptions{}); err == nil || !strings.Contains(err.Error(), "cannot read head_loop.onnx") {
 		t.Fatalf("error %v should say head_loop.onnx is missing", err)
 	}
 	copyFile("../models/draft/head_loop.onnx", "head_loop.onnx")
 	pack, _ = LoadPackDir(dir)
-	if _, err = pack.Open(SessionOptions{}); err == nil || !strings.Contains(err.Error(), "head_loop.onnx") || !strings.Contains(err.Error(), "shape") {
+	if _, err = pack.Open(onnxrt.SessionOptions{}); err == nil || !strings.Contains(err.Error(), "head_loop.onnx") || !strings.Contains(err.Error(), "shape") {
 		t.Fatalf("error %v should name head_loop.onnx and the shape mismatch", err)
 	}
 }

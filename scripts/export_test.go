@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"marspec/mar"
+	"marspec/onnxrt"
 )
 
 const python = "/usr/bin/python3"
@@ -49,7 +50,7 @@ func ortLib(t *testing.T) string {
 	if env := os.Getenv("MARSPEC_ORT_LIB"); env != "" {
 		return env
 	}
-	lib, err := filepath.Abs(filepath.Join("..", mar.DefaultORTLib))
+	lib, err := filepath.Abs(filepath.Join("..", onnxrt.DefaultLib))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestOfficialExportRoundTrip(t *testing.T) {
 	}
 
 	packDir := filepath.Join(dir, "pack")
-	if err := mar.InitRuntime(lib); err != nil {
+	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
 		t.Fatal(err)
 	}
 	pack, err := mar.LoadPackDir(packDir)
@@ -132,7 +133,7 @@ func TestOfficialExportRoundTrip(t *testing.T) {
 	if m.Tokenizer.Kind != mar.TokenizerVAEDecoder || m.Tokenizer.Graph != "decoder.onnx" || m.Diffusion.ClipX0 || len(m.Classes) != 4 {
 		t.Fatalf("manifest: tokenizer %+v, clip_x0 %v, %d classes; want vae_decoder/decoder.onnx, false, 4", m.Tokenizer, m.Diffusion.ClipX0, len(m.Classes))
 	}
-	model, err := pack.Open(mar.SessionOptions{IntraOpThreads: 1})
+	model, err := pack.Open(onnxrt.SessionOptions{IntraOpThreads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,21 +7,54 @@ import (
 
 	"marspec/mar"
 	"marspec/models"
+	"marspec/onnxrt"
 )
 
 // runtimeFlags are the flags every command that runs a model shares.
 type runtimeFlags struct {
 	ortLib   string
-	provider string
+	device   onnxrt.Device
+	provider string // the device's provider, cpu or cuda: what the auto schedule keys on
 	threads  int
 }
 
+// deviceFlag parses --device (and its older name --provider) when the flags are read, so a
+// bad value stops the command with the flag named and what is allowed.
+type deviceFlag struct{ rt *runtimeFlags }
+
+func (f deviceFlag) String() string {
+	if f.rt == nil {
+		return onnxrt.CPU.String()
+	}
+	return f.rt.device.String()
+}
+
+func (f deviceFlag) Set(s string) error {
+	d, err := onnxrt.ParseDevice(s)
+	if err != nil {
+		return err
+	}
+	f.rt.device, f.rt.provider = d, d.Provider()
+	return nil
+}
+
 func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
-	rt := &runtimeFlags{}
-	fs.StringVar(&rt.ortLib, "ort-lib", "", "path of libonnxruntime.so (default: $MARSPEC_ORT_LIB, then "+mar.DefaultORTLib+")")
-	fs.StringVar(&rt.provider, "provider", "cpu", "ONNX Runtime execution provider: cpu or cuda")
+	rt := &runtimeFlags{device: onnxrt.CPU, provider: onnxrt.CPU.Provider()}
+	fs.StringVar(&rt.ortLib, "ort-lib", "", "path of libonnxruntime.so (default: $MARSPEC_ORT_LIB, then "+
+		onnxrt.DefaultGPULib+" for cuda, then "+onnxrt.DefaultLib+")")
+	fs.Var(deviceFlag{rt}, "device", onnxrt.DeviceHelp)
+	fs.Var(deviceFlag{rt}, "provider", "same as --device (older name)")
 	fs.IntVar(&rt.threads, "threads", 0, "ONNX Runtime intra-op threads (0 = its default)")
 	return rt
+}
+
+// sessionOptions loads ONNX Runtime for the device (starting the CUDA provider once, so a
+// missing library is reported before any work) and returns the options every graph opens with.
+func (rt *runtimeFlags) sessionOptions() (onnxrt.SessionOptions, error) {
+	if err := onnxrt.Prepare(rt.ortLib, rt.device); err != nil {
+		return onnxrt.SessionOptions{}, err
+	}
+	return onnxrt.SessionOptions{Device: rt.device, IntraOpThreads: rt.threads}, nil
 }
 
 // loadPack resolves a pack name: "target" and "draft" are the embedded packs, unless a folder
@@ -40,8 +73,9 @@ func (rt *runtimeFlags) open(name string) (*mar.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mar.InitRuntime(rt.ortLib); err != nil {
+	opt, err := rt.sessionOptions()
+	if err != nil {
 		return nil, err
 	}
-	return pack.Open(mar.SessionOptions{Provider: mar.Provider(rt.provider), IntraOpThreads: rt.threads})
+	return pack.Open(opt)
 }

@@ -1,0 +1,150 @@
+// Package onnxrt is marspec's ONNX Runtime layer: finding and loading the shared library, the
+// device a session runs on (CPU or a CUDA GPU), and Graph, one session with its tensors cached
+// per batch size. The model packages (mar, fid) describe their graphs' inputs and outputs and
+// leave everything runtime-specific here.
+package onnxrt
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+// DefaultLib is where `make setup` (scripts/setup_ort.sh) puts ONNX Runtime's CPU build.
+const DefaultLib = "third_party/onnxruntime/libonnxruntime.so"
+
+// DefaultGPULib is where `scripts/setup_ort.sh --gpu` puts ONNX Runtime's build that has the
+// CUDA provider beside it (docs/gpu.md). A CUDA device looks here before DefaultLib.
+const DefaultGPULib = "third_party/onnxruntime-gpu/libonnxruntime.so"
+
+// SessionOptions configure every ONNX session of a model.
+type SessionOptions struct {
+	Device         Device
+	IntraOpThreads int // 0 = ONNX Runtime's default
+}
+
+var (
+	initMu    sync.Mutex
+	loadedLib string // the library Init loaded, for the CUDA provider check
+)
+
+// Init loads ONNX Runtime once per process. libPath may be empty: then the environment
+// variable MARSPEC_ORT_LIB, then the default paths for dev (relative to the working directory,
+// the executable's folder and its parent) are tried. Later calls are no-ops: a process holds
+// one ONNX Runtime.
+func Init(libPath string, dev Device) error {
+	initMu.Lock()
+	defer initMu.Unlock()
+	if ort.IsInitialized() {
+		return nil
+	}
+	path, err := findLib(libPath, dev)
+	if err != nil {
+		return err
+	}
+	ort.SetSharedLibraryPath(path)
+	if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
+		return fmt.Errorf("onnxruntime library %s could not be loaded: %v", path, oneLine(err))
+	}
+	loadedLib = path
+	return nil
+}
+
+// LoadedLib is the path of the library Init loaded ("" before).
+func LoadedLib() string {
+	initMu.Lock()
+	defer initMu.Unlock()
+	return loadedLib
+}
+
+// defaultLibs lists where the library is looked for when no path is given: the GPU build
+// first for a CUDA device, then the CPU build; each relative to the working directory, the
+// executable's folder and its parent.
+func defaultLibs(dev Device) []string {
+	rel := []string{DefaultLib}
+	if dev.CUDA {
+		rel = []string{DefaultGPULib, DefaultLib}
+	}
+	tried := append([]string{}, rel...)
+	if exe, err := os.Executable(); err == nil {
+		dir := filepath.Dir(exe)
+		for _, r := range rel {
+			tried = append(tried, filepath.Join(dir, r), filepath.Join(dir, "..", r))
+		}
+	}
+	return tried
+}
+
+func findLib(explicit string, dev Device) (string, error) {
+	if explicit != "" {
+		if _, err := os.Stat(explicit); err != nil {
+			return "", fmt.Errorf("onnxruntime library %s not found (given by --ort-lib)", explicit)
+		}
+		return explicit, nil
+	}
+	if env := os.Getenv("MARSPEC_ORT_LIB"); env != "" {
+		if _, err := os.Stat(env); err != nil {
+			return "", fmt.Errorf("onnxruntime library %s not found (given by MARSPEC_ORT_LIB)", env)
+		}
+		return env, nil
+	}
+	tried := defaultLibs(dev)
+	for _, p := range tried {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("onnxruntime library not found (tried: %s); run \"make setup\", or pass --ort-lib or set MARSPEC_ORT_LIB",
+		strings.Join(tried, ", "))
+}
+
+func newSessionOptions(opt SessionOptions) (*ort.SessionOptions, error) {
+	if opt.Device.CUDA {
+		// before ONNX Runtime tries, so a missing file gets a message that says how to get it
+		if err := CheckCUDAProvider(LoadedLib()); err != nil {
+			return nil, err
+		}
+	}
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, err
+	}
+	if opt.IntraOpThreads > 0 {
+		if err := so.SetIntraOpNumThreads(opt.IntraOpThreads); err != nil {
+			so.Destroy()
+			return nil, err
+		}
+	}
+	if opt.Device.CUDA {
+		if err := appendCUDA(so, opt.Device.ID); err != nil {
+			so.Destroy()
+			return nil, err
+		}
+	}
+	return so, nil
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// Prepare loads ONNX Runtime for dev and, for a CUDA device, starts the CUDA provider once, so
+// that a missing provider file, CUDA library or GPU is reported when a command or the server
+// starts rather than at its first image. The error is one line naming what is missing.
+func Prepare(libPath string, dev Device) error {
+	if err := Init(libPath, dev); err != nil {
+		return err
+	}
+	if !dev.CUDA {
+		return nil
+	}
+	so, err := newSessionOptions(SessionOptions{Device: dev})
+	if err != nil {
+		return err
+	}
+	return so.Destroy()
+}
