@@ -15,8 +15,8 @@ build:
 
 # Generate a grid of all 10 classes with the embedded target model.
 run: setup build
-	./bin/marspec generate --model target --class all --n 4 --seed 1 --out out/run
-	@echo "grid: out/run/grid.png"
+	./bin/marspec generate --model target --class all --n 4 --seed 1 --out out/run --overwrite
+	@echo "grid: out/run-grid.png"
 
 test: setup
 	$(GO) vet ./...

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"marspec/generation"
 	"marspec/render"
 )
 
@@ -297,5 +299,29 @@ func TestBenchChecksListsFirst(t *testing.T) {
 	out, stderr, code := marspec(t, nil, "bench", "--spec", "--gammas", "4,abc", "--steps", "2", "--batches", "1", "--spec-images", "1")
 	if code == 0 || !strings.Contains(stderr, `gamma "abc"`) || strings.Contains(out, "| 1 |") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+}
+
+// --preset applies a preset, and only flags given on the command line override it (flag
+// defaults do not).
+func TestGeneratePreset(t *testing.T) {
+	params := func(args ...string) string {
+		t.Helper()
+		out, stderr, code := marspec(t, nil, append([]string{"generate", "--class", "0", "--steps", "2", "--json", "--out", t.TempDir()}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		var got struct{ Params string }
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Params
+	}
+	fast := generation.Presets["fast"]
+	if p := params("--preset", "fast"); !strings.Contains(p, fmt.Sprintf("mode=%s preset=fast", fast.Mode)) || !strings.Contains(p, fmt.Sprintf("num_iter=%d ", fast.NumIter)) {
+		t.Errorf("--preset fast: %s", p)
+	}
+	if p := params("--preset", "fast", "--num-iter", "3"); !strings.Contains(p, "num_iter=3 ") {
+		t.Errorf("--preset fast --num-iter 3: %s", p)
 	}
 }
