@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"marspec/api"
+	"marspec/server"
+)
+
+// js quotes s as a JavaScript string literal.
+func js(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// setValue types value into the element sel as a user would (input and change events).
+func setValue(t *testing.T, b *browser, sel, value string) {
+	t.Helper()
+	eval[bool](t, b, fmt.Sprintf(`(() => { const e = document.querySelector(%s); e.value = %s;
+		e.dispatchEvent(new Event("input", {bubbles: true})); e.dispatchEvent(new Event("change", {bubbles: true})); return true; })()`,
+		js(sel), js(value)))
+}
+
+// withData counts the entries where accepted+rejected > 0: the heatmap cells and chart bars
+// that have a rate.
+func withData(accepted, rejected []int) int {
+	n := 0
+	for i := range accepted {
+		if accepted[i]+rejected[i] > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// imagesRendered is a condition: every image under sel has loaded and has pixels.
+func imagesRendered(sel string, want int) string {
+	return fmt.Sprintf(`(() => { const imgs = [...document.querySelectorAll(%s)];
+		return imgs.length === %d && imgs.every(i => i.complete && i.naturalWidth > 0); })()`, js(sel+" img"), want)
+}
+
+// TestGalleryInBrowser loads the gallery in headless Chromium against a server running the
+// embedded models: a bad field is reported by name, a speculative job streams to completion
+// and its images render, the detail view draws the acceptance heatmap and the per-step chart
+// from the API's counts, the compare view runs target-only and speculative side by side, and
+// the page fits a phone-width screen.
+func TestGalleryInBrowser(t *testing.T) {
+	b := newBrowser(t, 1200, 1300) // before the server: skips early when there is no browser
+	ts := startServer(t, nil)
+	b.do(t, "loading the gallery", chromedp.Navigate(ts.URL+"/"))
+	b.waitFor(t, "the page to read the models", `document.body.dataset.ready === "true"`, 30*time.Second)
+	if n := eval[int](t, b, `document.querySelectorAll('#class-list input[name="class"]').length`); n != 10 {
+		t.Fatalf("class picker has %d classes, want the 10 of the embedded packs", n)
+	}
+	if got := eval[string](t, b, `document.querySelector('#class-list label:nth-child(8)').textContent.trim()`); got != "Sneaker" {
+		t.Fatalf("class 7 is labelled %q, want Sneaker", got)
+	}
+
+	// A value the server refuses: the error names the field and the input is marked.
+	setValue(t, b, "#f-cfg", "0.5")
+	b.do(t, "submitting cfg 0.5", chromedp.Click(chromedp.CSS("#gen-submit")))
+	b.waitFor(t, "the cfg error", `document.querySelector("#gen-error").checkVisibility()`, 30*time.Second)
+	if field := eval[string](t, b, `document.querySelector("#gen-error").dataset.field`); field != "cfg" {
+		t.Fatalf("error names field %q, want cfg: %s", field, eval[string](t, b, `document.querySelector("#gen-error").textContent`))
+	}
+	if inv := eval[string](t, b, `document.querySelector("#f-cfg").getAttribute("aria-invalid") || ""`); inv != "true" {
+		t.Fatalf("cfg input not marked invalid (aria-invalid %q)", inv)
+	}
+	b.screenshot(t, "error", "#generate")
+	setValue(t, b, "#f-cfg", "")
+
+	// A speculative job (the default mode): Sneaker and Bag, two images each, seed 7.
+	eval[bool](t, b, `(() => { for (const c of document.querySelectorAll('#class-list input')) c.checked = c.value === "7" || c.value === "8"; return true; })()`)
+	setValue(t, b, "#f-n", "2")
+	setValue(t, b, "#f-seed", "7")
+	b.do(t, "submitting the job", chromedp.Click(chromedp.CSS("#gen-submit")))
+	b.waitFor(t, "the job to finish", `["succeeded", "failed", "cancelled"].includes(document.querySelector("#live").dataset.status)`, 3*time.Minute)
+	id := eval[string](t, b, `document.querySelector("#live").dataset.job`)
+	if st := eval[string](t, b, `document.querySelector("#live").dataset.status`); st != api.StatusSucceeded {
+		t.Fatalf("job %s ended %s: %s", id, st, eval[string](t, b, `document.querySelector("#live").textContent`))
+	}
+	g := getGeneration(t, ts.URL, id)
+	if g.Settings.Mode != "spec" || g.Settings.Seed != 7 || len(g.Images) != 4 {
+		t.Fatalf("job %s: mode %s seed %d, %d images; want spec, 7, 4", id, g.Settings.Mode, g.Settings.Seed, len(g.Images))
+	}
+	card := fmt.Sprintf(`article.job[data-job="%s"]`, id)
+	b.waitFor(t, "the job's images in the gallery", imagesRendered(card, 4), time.Minute)
+	b.waitFor(t, "the streamed images", imagesRendered("#live-images", 4), time.Minute)
+	labels := eval[[]string](t, b, fmt.Sprintf(`[...document.querySelectorAll(%s)].map(e => e.textContent)`, js(card+" .tile .cls")))
+	for i, im := range g.Images {
+		if labels[i] != im.ClassName {
+			t.Errorf("tile %d labelled %q, the API says %q", i, labels[i], im.ClassName)
+		}
+	}
+	if g.Alpha == nil {
+		t.Fatalf("spec job %s has no alpha", id)
+	}
+	if want, head := fmt.Sprintf("α %.3f", *g.Alpha), eval[string](t, b, `document.querySelector(`+js(card+" .job-head")+`).textContent`); !strings.Contains(head, want) {
+		t.Errorf("card header %q lacks %q", head, want)
+	}
+	b.screenshot(t, "generate", "#generate")
+	b.screenshot(t, "gallery", card)
+
+	// The detail view of the first image: heatmap cells and per-step bars where the API
+	// reports verified drafts, for the image and then summed over the job.
+	first := g.Images[0]
+	b.do(t, "opening the first image", chromedp.Click(chromedp.CSS(card+" .tile .thumb")))
+	b.waitFor(t, "the detail dialog", `document.querySelector("#detail").open && document.querySelector("#heat-canvas").dataset.cells === "49"`, 30*time.Second)
+	st := first.Stats
+	if st == nil {
+		t.Fatalf("image %s has no statistics", first.ID)
+	}
+	if got, want := eval[string](t, b, `document.querySelector("#heat-canvas").dataset.rated`), fmt.Sprint(withData(st.AcceptedAtPos, st.RejectedAtPos)); got != want {
+		t.Errorf("heatmap rates %s positions, the API has drafts verified at %s", got, want)
+	}
+	if got, want := eval[string](t, b, `document.querySelector("#alpha-canvas").dataset.steps`), fmt.Sprint(withData(st.AcceptedAtStep, st.RejectedAtStep)); got != want {
+		t.Errorf("alpha chart has %s steps, the API has drafts verified at %s", got, want)
+	}
+	b.screenshot(t, "detail", "#detail")
+	setValue(t, b, "#detail-scope", "job")
+	acc, rej := make([]int, len(st.AcceptedAtPos)), make([]int, len(st.RejectedAtPos))
+	for _, im := range g.Images {
+		for i := range acc {
+			acc[i] += im.Stats.AcceptedAtPos[i]
+			rej[i] += im.Stats.RejectedAtPos[i]
+		}
+	}
+	if got, want := eval[string](t, b, `document.querySelector("#heat-canvas").dataset.rated`), fmt.Sprint(withData(acc, rej)); got != want {
+		t.Errorf("job heatmap rates %s positions, the API's summed counts have %s", got, want)
+	}
+	b.screenshot(t, "detail-job", "#detail")
+	b.do(t, "closing the detail", chromedp.Click(chromedp.CSS("#detail-close")))
+
+	// The compare view: one Sneaker, seed 3, target alone then speculative.
+	setValue(t, b, "#c-class", "7")
+	setValue(t, b, "#c-n", "1")
+	setValue(t, b, "#c-seed", "3")
+	b.do(t, "running the comparison", chromedp.Click(chromedp.CSS("#cmp-submit")))
+	b.waitFor(t, "both compare jobs", `["done", "failed"].includes(document.querySelector("#cmp-result").dataset.state)`, 3*time.Minute)
+	if state := eval[string](t, b, `document.querySelector("#cmp-result").dataset.state`); state != "done" {
+		t.Fatalf("compare %s: %s", state, eval[string](t, b, `document.querySelector("#cmp-error").textContent`))
+	}
+	for _, role := range []string{"target", "spec"} {
+		col := fmt.Sprintf(`#cmp-result .cmp-col[data-role="%s"]`, role)
+		b.waitFor(t, role+" images", imagesRendered(col, 1), time.Minute)
+		jid := eval[string](t, b, fmt.Sprintf(`document.querySelector(%s).dataset.job`, js(col)))
+		cg := getGeneration(t, ts.URL, jid)
+		if cg.Settings.Mode != role || cg.Settings.Seed != 3 || cg.Settings.Classes[0] != 7 || cg.Status != api.StatusSucceeded {
+			t.Errorf("%s column shows job %s: mode %s, seed %d, classes %v, %s", role, jid, cg.Settings.Mode, cg.Settings.Seed, cg.Settings.Classes, cg.Status)
+		}
+		shown := eval[string](t, b, fmt.Sprintf(`document.querySelector(%s).dataset.seconds`, js(col+" .cmp-time")))
+		if want := fmt.Sprint(cg.Seconds); shown != want || cg.Seconds <= 0 {
+			t.Errorf("%s column shows %s s, the API measured %v s", role, shown, cg.Seconds)
+		}
+	}
+	b.screenshot(t, "compare", "#compare")
+	eval[bool](t, b, `(() => { window.scrollTo(0, 0); return true; })()`)
+	b.screenshot(t, "overview", "")
+
+	// A phone-width screen: nothing wider than the viewport.
+	b.do(t, "narrowing the viewport", chromedp.EmulateViewport(390, 844), chromedp.Navigate(ts.URL+"/"))
+	b.waitFor(t, "the page at 390 px", `document.body.dataset.ready === "true" && document.querySelectorAll("article.job").length >= 3`, 30*time.Second)
+	b.waitFor(t, "the gallery images at 390 px", `[...document.querySelectorAll("article.job img")].every(i => i.complete && i.naturalWidth > 0)`, 30*time.Second)
+	if w := eval[[]int](t, b, `[document.documentElement.scrollWidth, window.innerWidth]`); w[0] > w[1] {
+		t.Errorf("page is %d px wide in a %d px viewport", w[0], w[1])
+	}
+	b.screenshot(t, "narrow", "")
+	if errs := b.jsErrors(); len(errs) > 0 {
+		t.Errorf("the page threw: %v", errs)
+	}
+}
+
+// TestGalleryAsksForToken: with an API token configured, a submit without it is refused (401),
+// the page then offers the token field, and the same submit with the token runs.
+func TestGalleryAsksForToken(t *testing.T) {
+	b := newBrowser(t, 1000, 800)
+	ts := startServer(t, func(c *server.Config) { c.Token = "s3cret" })
+	b.do(t, "loading the gallery", chromedp.Navigate(ts.URL+"/"))
+	b.waitFor(t, "the page to read the models", `document.body.dataset.ready === "true"`, 30*time.Second)
+	if eval[bool](t, b, `document.querySelector("#token-box").checkVisibility()`) {
+		t.Fatal("token field shown before the server asked for one")
+	}
+	setValue(t, b, "#f-n", "1")
+	setValue(t, b, "#f-preset", "fast") // the target alone, 7 AR steps: the quickest job
+	b.do(t, "submitting without the token", chromedp.Click(chromedp.CSS("#gen-submit")))
+	b.waitFor(t, "the refusal", `document.querySelector("#gen-error").checkVisibility()`, 30*time.Second)
+	if msg := eval[string](t, b, `document.querySelector("#gen-error").textContent`); !strings.Contains(msg, "token") {
+		t.Fatalf("refusal says %q, want it to mention the token", msg)
+	}
+	if !eval[bool](t, b, `document.querySelector("#token-box").checkVisibility()`) {
+		t.Fatal("token field still hidden after a 401")
+	}
+	setValue(t, b, "#token", "s3cret")
+	b.do(t, "submitting with the token", chromedp.Click(chromedp.CSS("#gen-submit")))
+	b.waitFor(t, "the job to finish", `["succeeded", "failed", "cancelled"].includes(document.querySelector("#live").dataset.status)`, 3*time.Minute)
+	if st := eval[string](t, b, `document.querySelector("#live").dataset.status`); st != api.StatusSucceeded {
+		t.Fatalf("job ended %s: %s", st, eval[string](t, b, `document.querySelector("#live").textContent`))
+	}
+	b.waitFor(t, "the image", imagesRendered("#live-images", 1), time.Minute)
+	if errs := b.jsErrors(); len(errs) > 0 {
+		t.Errorf("the page threw: %v", errs)
+	}
+}
