@@ -44,7 +44,7 @@ const compare = {
       if (a.status === "succeeded" && b.status === "succeeded" && a.seconds > 0 && b.seconds > 0) {
         const ratio = a.seconds / b.seconds;
         summary.textContent = `Speculative decoding took ${fmtSeconds(b.seconds)} against ${fmtSeconds(a.seconds)} ` +
-          `for the target alone: ${ratio.toFixed(2)}× ` + (ratio >= 1 ? "faster" : "the speed (slower)") +
+          `for the target alone: ` + (ratio >= 1 ? `${ratio.toFixed(2)}× faster` : `${(1 / ratio).toFixed(2)}× slower`) +
           ` on this server, α ${fmtAlpha(b.alpha)}. One run each; times vary with the machine's load.`;
       }
       out.dataset.state = "done";
