@@ -64,6 +64,10 @@ type Pack struct {
 	Head        []byte
 	HeadLoop    []byte // nil when the manifest names none
 	Decoder     []byte // the vae_decoder tokenizer's graph; nil for fixed tokenizers
+	// TransformerFile is set instead of Transformer when the transformer's weights are in
+	// transformer.onnx.data beside it (ONNX external data, for graphs over 2 GB such as
+	// MAR-H's): ONNX Runtime then opens the graph by its path.
+	TransformerFile string
 	// headLoopErr is a named but unreadable fused graph, reported by Open after the other
 	// graphs so errors come in the order transformer, head, fused head.
 	headLoopErr error
@@ -200,8 +204,21 @@ func LoadPackDir(dir string) (*Pack, error) {
 	if err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("model pack %s: no such folder", dir)
 	}
-	return LoadPackFS(os.DirFS(dir), ".", dir)
+	p, err := LoadPackFS(os.DirFS(dir), ".", dir)
+	if err != nil {
+		return nil, err
+	}
+	// a graph with external data is small itself (its weights are in the .data file), so
+	// reading it above cost little; it opens by path so ONNX Runtime finds the weights
+	if _, err := os.Stat(filepath.Join(dir, externalTransformerData)); err == nil {
+		p.Transformer, p.TransformerFile = nil, filepath.Join(dir, "transformer.onnx")
+	}
+	return p, nil
 }
+
+// externalTransformerData holds the transformer's weights when its graph is over 2 GB
+// (scripts/export_mar.py writes it so).
+const externalTransformerData = "transformer.onnx.data"
 
 // Open builds a runnable model from a pack (ONNX Runtime must be initialised).
 func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
@@ -212,7 +229,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 	}
-	tr, err := NewONNXTransformer(p.Transformer, p.Manifest, opt, p.Source+"/transformer.onnx")
+	tr, err := newONNXTransformer(p.Transformer, p.TransformerFile, p.Manifest, opt, p.Source+"/transformer.onnx")
 	if err != nil {
 		return nil, err
 	}

@@ -30,11 +30,22 @@ type ONNXTransformer struct {
 
 // NewONNXTransformer opens transformer.onnx and checks its inputs and outputs against the pack.
 func NewONNXTransformer(data []byte, m *Manifest, opt onnxrt.SessionOptions, source string) (*ONNXTransformer, error) {
+	return newONNXTransformer(data, "", m, opt, source)
+}
+
+// newONNXTransformer opens the graph from file when it is set (weights in external data).
+func newONNXTransformer(data []byte, file string, m *Manifest, opt onnxrt.SessionOptions, source string) (*ONNXTransformer, error) {
 	L, D, W := int64(m.SeqLen()), int64(m.TokenDim), int64(m.Width)
-	g, err := onnxrt.NewGraph(data, source, opt,
-		[]onnxrt.IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}, {Name: "mask", Shape: []int64{-1, L}},
-			{Name: "class_ids", Int64: true, Shape: []int64{-1}}, {Name: "drop_class", Shape: []int64{-1}}},
-		[]onnxrt.IOSpec{{Name: "z", Shape: []int64{-1, L, W}}})
+	inputs := []onnxrt.IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}, {Name: "mask", Shape: []int64{-1, L}},
+		{Name: "class_ids", Int64: true, Shape: []int64{-1}}, {Name: "drop_class", Shape: []int64{-1}}}
+	outputs := []onnxrt.IOSpec{{Name: "z", Shape: []int64{-1, L, W}}}
+	var g *onnxrt.Graph
+	var err error
+	if file != "" {
+		g, err = onnxrt.NewGraphFile(file, source, opt, inputs, outputs)
+	} else {
+		g, err = onnxrt.NewGraph(data, source, opt, inputs, outputs)
+	}
 	if err != nil {
 		return nil, err
 	}

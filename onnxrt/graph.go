@@ -49,7 +49,30 @@ func (b *boundTensors) destroy() {
 // NewGraph opens an ONNX model and checks its inputs and outputs against the expected ones;
 // errors name source (the file) and the mismatch.
 func NewGraph(data []byte, source string, opt SessionOptions, inputs, outputs []IOSpec) (*Graph, error) {
-	ins, outs, err := ort.GetInputOutputInfoWithONNXData(data)
+	return newGraph(modelSource{data: data}, source, opt, inputs, outputs)
+}
+
+// NewGraphFile is NewGraph for a model file on disk, for graphs over protobuf's 2 GB limit
+// whose weights live in a file beside them (ONNX external data, e.g. MAR-H's transformer):
+// ONNX Runtime finds that file relative to the model's path, which bytes do not have.
+func NewGraphFile(path, source string, opt SessionOptions, inputs, outputs []IOSpec) (*Graph, error) {
+	return newGraph(modelSource{path: path}, source, opt, inputs, outputs)
+}
+
+// modelSource is a model as bytes, or as a file path when path is set.
+type modelSource struct {
+	data []byte
+	path string
+}
+
+func newGraph(model modelSource, source string, opt SessionOptions, inputs, outputs []IOSpec) (*Graph, error) {
+	var ins, outs []ort.InputOutputInfo
+	var err error
+	if model.path != "" {
+		ins, outs, err = ort.GetInputOutputInfo(model.path)
+	} else {
+		ins, outs, err = ort.GetInputOutputInfoWithONNXData(model.data)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a readable ONNX model: %v", source, oneLine(err))
 	}
@@ -71,7 +94,12 @@ func NewGraph(data []byte, source string, opt SessionOptions, inputs, outputs []
 		}
 		return n
 	}
-	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(data, names(inputs), names(outputs), so)
+	var sess *ort.DynamicAdvancedSession
+	if model.path != "" {
+		sess, err = ort.NewDynamicAdvancedSession(model.path, names(inputs), names(outputs), so)
+	} else {
+		sess, err = ort.NewDynamicAdvancedSessionWithONNXData(model.data, names(inputs), names(outputs), so)
+	}
 	if err != nil {
 		if opt.Device.CUDA { // e.g. no GPU visible, or cuDNN missing: found only when a session starts
 			return nil, fmt.Errorf("%s: cannot create a session on %s: %v; see docs/gpu.md, or use --device cpu", source, opt.Device, oneLine(err))

@@ -12,7 +12,9 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 
+import onnx
 import torch
 
 import mar_official as mo
@@ -79,14 +81,38 @@ def sample_inputs(cfg, model):
     return tokens, mask, ids, drop
 
 
-def export(model, cfg, vae, out, name, sampling_steps, names, names_source, record):
+EXTERNAL_DATA = "transformer.onnx.data"  # the transformer's weights when its graph is over 2 GB
+
+
+def export_transformer(model, cfg, out, external):
+    """transformer.onnx, with its weights in transformer.onnx.data when torch had to put them
+    outside the graph (over protobuf's 2 GB: MAR-H) or external is asked for (the test does,
+    so the Go side's external-data path runs in CI). torch writes one file per weight; they are
+    gathered into one file, which is what marspec looks for."""
+    batch = {0: "B"}
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        graph = os.path.join(tmp, "transformer.onnx")
+        torch.onnx.export(TransformerGraph(model), sample_inputs(cfg, model), graph,
+                          opset_version=17, input_names=["tokens", "mask", "class_ids", "drop_class"],
+                          output_names=["z"], dynamic_axes={k: batch for k in ["tokens", "mask", "class_ids", "drop_class", "z"]})
+        dest = os.path.join(out, "transformer.onnx")
+        if os.path.exists(os.path.join(out, EXTERNAL_DATA)):
+            os.remove(os.path.join(out, EXTERNAL_DATA))
+        if not external and os.listdir(tmp) == ["transformer.onnx"]:
+            os.replace(graph, dest)
+            return False
+        proto = onnx.load(graph)  # reads torch's per-weight files
+        onnx.save_model(proto, dest, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=EXTERNAL_DATA, size_threshold=0)
+        return True
+
+
+def export(model, cfg, vae, out, name, sampling_steps, names, names_source, record, external=False):
     os.makedirs(out, exist_ok=True)
     L, D, W = model.seq_len, model.token_dim, model.class_emb.weight.shape[1]
     batch = {0: "B"}
     with torch.no_grad():
-        torch.onnx.export(TransformerGraph(model), sample_inputs(cfg, model), os.path.join(out, "transformer.onnx"),
-                          opset_version=17, input_names=["tokens", "mask", "class_ids", "drop_class"],
-                          output_names=["z"], dynamic_axes={k: batch for k in ["tokens", "mask", "class_ids", "drop_class", "z"]})
+        external = export_transformer(model, cfg, out, external)
         n = {0: "N"}
         torch.onnx.export(HeadGraph(model.diffloss.net), (torch.randn(3, D), torch.tensor([0.0, 500.0, 999.0]), torch.randn(3, W)),
                           os.path.join(out, "head.onnx"), opset_version=17, input_names=["x_t", "t", "z"],
@@ -118,10 +144,8 @@ def export(model, cfg, vae, out, name, sampling_steps, names, names_source, reco
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
-    big = [f for f in os.listdir(out) if f not in ("manifest.json", "transformer.onnx", "head.onnx", "decoder.onnx")]
-    if big:  # torch writes weights beside a graph over protobuf's 2 GB limit (MAR-H's transformer)
-        print(f"note: {out} holds external weight files ({len(big)}): the graph is over 2 GB; "
-              "marspec reads graphs as bytes and cannot open such a pack yet (docs/gpu.md)", file=sys.stderr)
+    if external:
+        print(f"note: {out}/transformer.onnx keeps its weights in {EXTERNAL_DATA}; keep the two together", file=sys.stderr)
     return manifest
 
 
@@ -136,6 +160,8 @@ def main(argv=None):
     ap.add_argument("--name", help="pack name (default: the --model name)")
     ap.add_argument("--class-names", help="file with one class name per line (default class_000..)")
     ap.add_argument("--sampling-steps", type=int, default=100)
+    ap.add_argument("--external-data", action="store_true",
+                    help="always keep the transformer's weights in transformer.onnx.data (automatic over 2 GB)")
     args = ap.parse_args(argv)
     try:
         model, cfg = load_mar(args.ckpt, args.model, args.weights)
@@ -146,7 +172,7 @@ def main(argv=None):
     record = {"checkpoint": os.path.abspath(args.ckpt), "weights": args.weights, "model": args.model,
               "vae": os.path.abspath(args.vae), "vae_config": args.vae_config}
     m = export(model, cfg, vae, args.out, args.name or args.model.replace("_", "-"), args.sampling_steps,
-               names, source, record)
+               names, source, record, external=args.external_data)
     print(json.dumps({k: m["training"][k] for k in ("model", "weights", "parameters", "class_names")}))
 
 

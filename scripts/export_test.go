@@ -148,6 +148,7 @@ func TestOfficialExportRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	errT := maxAbsErr(t, "transformer.onnx z", z, tr.Z)
+	checkExternalData(t, filepath.Join(dir, "pack-external"), tr.Tokens, tr.Mask, tr.ClassIDs, tr.DropClass, tr.Batch, tr.Z)
 
 	h := want.Head
 	out := make([]float32, len(h.Out))
@@ -222,4 +223,29 @@ func generateEndToEnd(t *testing.T, lib, packDir string, m *mar.Manifest) {
 	if images != 2 {
 		t.Fatalf("generate wrote %d images (%v), want 2\n%s", images, pngs, log)
 	}
+}
+
+// checkExternalData opens the pack whose transformer keeps its weights in transformer.onnx.data
+// (how MAR-H's is exported) and checks it gives PyTorch's output too.
+func checkExternalData(t *testing.T, dir string, tokens, mask []float32, classIDs []int64, drop []float32, batch int, want []float64) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, "transformer.onnx.data")); err != nil {
+		t.Fatalf("export_mar.py --external-data wrote no transformer.onnx.data: %v", err)
+	}
+	pack, err := mar.LoadPackDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pack.TransformerFile == "" || pack.Transformer != nil {
+		t.Fatalf("pack with external data: TransformerFile %q, %d bytes read; want the file and no bytes", pack.TransformerFile, len(pack.Transformer))
+	}
+	model, err := pack.Open(onnxrt.SessionOptions{IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := make([]float32, len(want))
+	if err := model.Transformer.Forward(tokens, mask, classIDs, drop, batch, z); err != nil {
+		t.Fatal(err)
+	}
+	maxAbsErr(t, "transformer.onnx with external data z", z, want)
 }

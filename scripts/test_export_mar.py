@@ -5,7 +5,8 @@
 Builds a tiny MAR (preset test_tiny: the official structure at toy sizes, 4 classes, 4x4 grid,
 patch size 2) and a tiny KL-VAE decoder with random weights, saves them in the official
 checkpoint layouts ({"model", "model_ema", "args"} and {"model": AutoencoderKL state dict}),
-exports DIR/pack with export_mar.py, checks strict loading refuses broken checkpoints, and
+exports DIR/pack with export_mar.py (and DIR/pack-external, its transformer's weights in
+transformer.onnx.data), checks strict loading refuses broken checkpoints, and
 writes DIR/parity.json: fixed inputs and the PyTorch outputs of the transformer, head and
 decoder, which scripts/export_test.go compares with ONNX Runtime (tolerance 1e-4). No ONNX
 Runtime for Python exists here, so the ONNX side of the check runs in Go, through the same
@@ -157,6 +158,10 @@ def main():
     pack = os.path.join(args.out, "pack")
     export_mar.main(["--ckpt", ckpt, "--model", "test_tiny", "--vae", vae_path, "--vae-config", "test_tiny",
                      "--out", pack, "--name", "mar-test-tiny", "--sampling-steps", "10"])
+    # the same weights with the transformer's in transformer.onnx.data, as MAR-H's must be
+    export_mar.main(["--ckpt", ckpt, "--model", "test_tiny", "--vae", vae_path, "--vae-config", "test_tiny",
+                     "--out", os.path.join(args.out, "pack-external"), "--name", "mar-test-tiny", "--sampling-steps", "10",
+                     "--external-data"])
     # PyTorch outputs from the EMA weights (the default), so exporting the raw ones would fail parity
     cases = parity_cases(ema, vae, cfg, gen)
     cases["raw_differs"] = float((raw.forward_keep(*export_mar.sample_inputs(cfg, raw)) -
