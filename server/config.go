@@ -17,7 +17,7 @@ type Config struct {
 	Target       string
 	Draft        string
 	ORTLib       string
-	Provider     string
+	Device       string
 	Threads      int
 	QueueSize    int
 	MaxBatch     int
@@ -28,7 +28,8 @@ type Config struct {
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	RetryAfter   time.Duration
-	CrossBatch   bool // merge concurrent requests into one batch (off: one request per batch, to measure)
+	Drain        time.Duration // at shutdown, how long running jobs may go on finishing
+	CrossBatch   bool          // merge concurrent requests into one batch (off: one request per batch, to measure)
 }
 
 // Bind registers the flags on fs; their defaults come from MARSPEC_* variables when set.
@@ -74,7 +75,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 	s(&c.Target, "target", "TARGET", "target", "target pack (embedded name or folder)")
 	s(&c.Draft, "draft", "DRAFT", "draft", "draft pack (embedded name or folder); empty = no draft and spec modes")
 	s(&c.ORTLib, "ort-lib", "ORT_LIB", "", "path of libonnxruntime.so (default: third_party/onnxruntime/libonnxruntime.so)")
-	s(&c.Provider, "provider", "PROVIDER", "cpu", "ONNX Runtime execution provider: cpu or cuda")
+	s(&c.Device, "device", "DEVICE", "cpu", "where models run: cpu, cuda (GPU 0) or cuda:N")
 	n(&c.Threads, "threads", "THREADS", 0, "ONNX Runtime intra-op threads (0 = its default)")
 	n(&c.QueueSize, "queue", "QUEUE", 64, "jobs accepted and not finished; more get 503")
 	n(&c.MaxBatch, "max-batch", "MAX_BATCH", 32, "images in flight per engine group")
@@ -86,7 +87,8 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 		errs = append(errs, fmt.Errorf("$MARSPEC_BODY_LIMIT %q is not an integer", bodyEnv))
 	}
 	fs.Int64Var(&c.BodyLimit, "body-limit", body, "largest request body in bytes, 413 beyond ($MARSPEC_BODY_LIMIT)")
-	s(&c.Token, "token", "TOKEN", "", "if set, POST and DELETE need 'Authorization: Bearer TOKEN'")
+	c.Token, _ = lookup("MARSPEC_TOKEN")
+	fs.Var((*secret)(&c.Token), "token", "if set, POST and DELETE need 'Authorization: Bearer TOKEN' ($MARSPEC_TOKEN)")
 	d(&c.ReadTimeout, "read-timeout", "READ_TIMEOUT", 10*time.Second, "time to read a request")
 	d(&c.WriteTimeout, "write-timeout", "WRITE_TIMEOUT", 90*time.Second, "time to write a response (event streams extend it)")
 	d(&c.RetryAfter, "retry-after", "RETRY_AFTER", 5*time.Second, "Retry-After sent with 503 when the queue is full")
@@ -98,6 +100,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 		}
 		fs.BoolVar(p, flagName, got, help+" ($MARSPEC_"+envName+")")
 	}
+	d(&c.Drain, "drain", "DRAIN", 10*time.Second, "at SIGINT/SIGTERM, time for running jobs to finish; the rest resume on the next start")
 	b(&c.CrossBatch, "cross-batch", "CROSS_BATCH", true, "merge concurrent requests into one running batch (false: one request per batch)")
 	return errors.Join(errs...)
 }
@@ -113,8 +116,8 @@ func (c *Config) Check() error {
 		return fmt.Errorf("--max-images %d out of range (allowed: 1 to 10000)", c.MaxImages)
 	case c.BodyLimit < 1024 || c.BodyLimit > 64<<20:
 		return fmt.Errorf("--body-limit %d out of range (allowed: 1024 to %d bytes)", c.BodyLimit, 64<<20)
-	case c.MaxWait < 0 || c.ReadTimeout <= 0 || c.WriteTimeout <= 0:
-		return errors.New("--max-wait must not be negative, --read-timeout and --write-timeout must be positive")
+	case c.MaxWait < 0 || c.Drain < 0 || c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.RetryAfter <= 0:
+		return errors.New("--max-wait and --drain must not be negative; --read-timeout, --write-timeout and --retry-after must be positive")
 	case c.MaxWait >= c.WriteTimeout:
 		return fmt.Errorf("--max-wait %s must be below --write-timeout %s (the answer must still be written)", c.MaxWait, c.WriteTimeout)
 	case c.DataDir == "":
@@ -122,3 +125,9 @@ func (c *Config) Check() error {
 	}
 	return nil
 }
+
+// secret is a flag whose value -h never prints (its default may come from the environment).
+type secret string
+
+func (s *secret) String() string     { return "" }
+func (s *secret) Set(v string) error { *s = secret(v); return nil }

@@ -40,6 +40,10 @@ func (s *Server) create(c *gin.Context) {
 	job := store.Job{ID: id, Created: time.Now().UTC(), Status: api.StatusQueued, Request: req, Settings: plan.Settings()}
 	// Refuse before storing when the queue is full, then store before submitting so a job the
 	// scheduler may start is always on disk (a crash right after still finds it).
+	if s.stopping.Load() {
+		s.fail(c, scheduler.ErrClosed)
+		return
+	}
 	if s.sched.Depth() >= s.sched.Capacity() {
 		s.fail(c, scheduler.ErrQueueFull)
 		return

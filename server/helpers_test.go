@@ -57,6 +57,7 @@ func testConfig() Config {
 	c.MaxWait = 20 * time.Second
 	c.WriteTimeout = 30 * time.Second
 	c.MaxBatch = 4
+	c.Drain = 0 // tests that drain set it
 	return c
 }
 

@@ -120,10 +120,29 @@ func (s *Server) resume(j store.Job) error {
 	return nil
 }
 
-// Shutdown stops accepting work, lets the workers finish their current step and closes event
-// streams. Unfinished jobs stay queued or running in the store and resume on the next start.
+// Shutdown stops accepting work (new jobs get 503), gives running and queued jobs until
+// Config.Drain to finish, then stops the workers after their current step and closes event
+// streams. Jobs not finished by then stay queued or running in the store and resume on the
+// next start (their images are deterministic, so a resumed job makes the same ones).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopping.Store(true)
+	drain := time.NewTimer(s.cfg.Drain)
+	defer drain.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for s.sched.Depth() > 0 {
+		select {
+		case <-tick.C:
+		case <-drain.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	if n := s.sched.Depth(); n > 0 {
+		s.log.Info("shutdown: jobs left to resume on the next start", "jobs", n)
+	}
 	err := s.sched.Shutdown(ctx)
 	s.hub.closeAll()
 	if errors.Is(err, context.DeadlineExceeded) {

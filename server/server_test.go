@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -367,5 +368,31 @@ func TestWaitBound(t *testing.T) {
 	ts.gate.release()
 	if end := ts.waitEnd(t, g.ID); end.Status != api.StatusSucceeded {
 		t.Fatal(end.Status)
+	}
+}
+
+// Shutdown refuses new jobs at once and lets a running job finish within the drain time.
+func TestShutdownDrainsRunningJobs(t *testing.T) {
+	ts := start(t, "", true, func(c *Config) { c.Drain = time.Minute })
+	g, err := ts.client.Generate(t.Context(), api.GenerateRequest{Class: api.Classes{"1"}, N: 2, Mode: "target"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ts.gate.stored
+	done := make(chan error, 1)
+	go func() { done <- ts.Shutdown(context.Background()) }()
+	for !ts.stopping.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	if a := ts.call(t, "POST", "/v1/generations", `{"class":0}`); a.code != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" {
+		t.Fatalf("POST while draining: %d %s", a.code, a.body)
+	}
+	ts.gate.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	j, err := ts.store.Job(g.ID)
+	if err != nil || j.Status != api.StatusSucceeded {
+		t.Fatalf("drained job: %+v %v", j, err)
 	}
 }

@@ -20,6 +20,8 @@ usage:
   marspec eval merge --out RUN SHARD...   combine sharded runs
   marspec eval table [-o F] RUN...        one table from finished runs (mean ± std over seeds)
   marspec frontier --out RUN  speed vs quality: configurations interleaved, FID/IS/images/s, Pareto frontier
+  marspec serve    [flags]   the REST API and gallery at http://127.0.0.1:8080 (docs/api.md)
+  marspec loadtest [flags]   concurrent clients against a loopback server: throughput, latency, batching on vs off
 `
 
 // errHelpShown is returned after -h printed a command's flags: the command succeeded.
@@ -75,6 +77,10 @@ func run(args []string) int {
 		err = runEval(rest)
 	case "frontier":
 		err = runFrontier(rest)
+	case "serve":
+		err = runServe(rest)
+	case "loadtest":
+		err = runLoadtest(rest)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return 0

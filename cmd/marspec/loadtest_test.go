@@ -1,0 +1,51 @@
+package main
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"marspec/api"
+)
+
+// The load driver against a server on the analytic models: every request done once, images
+// counted, batch sizes read from /metrics.
+func TestLoadDriverCountsEveryJobOnce(t *testing.T) {
+	url := remoteTestServer(t, "")
+	c, err := api.NewClient(url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := loadFlags{clients: 3, reqs: 7, duration: time.Minute, minImg: 1, maxImg: 3, numIter: 3, mode: "target", seed: 5}
+	res, err := f.drive(c, loadResult{Batching: "on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 7 || res.Images < 7 || res.Images > 21 || res.EngineSteps == 0 || res.MeanBatch < 1 || res.StoppedEarly {
+		t.Fatalf("%+v", res)
+	}
+	if !(res.P50 <= res.P95 && res.P95 <= res.P99) {
+		t.Errorf("percentiles out of order: %+v", res)
+	}
+	list, err := c.List(t.Context(), api.ListOptions{Limit: 100})
+	if err != nil || list.Total != 7+3 { // the mix and the warm-up burst of one request per client
+		t.Fatalf("jobs on the server: %d, %v", list.Total, err)
+	}
+}
+
+func TestLoopbackOnlyAndPercentile(t *testing.T) {
+	for _, ok := range []string{"http://127.0.0.1:8080", "http://localhost:1", "http://[::1]:80", "http://127.3.4.5"} {
+		if err := loopbackOnly(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"http://10.0.0.1:8080", "http://example.com", "http://0.0.0.0:8080", "::"} {
+		if err := loopbackOnly(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if percentile(v, 0.5) != 5 || percentile(v, 0.95) != 10 || percentile(v, 0.99) != 10 || !math.IsNaN(percentile(nil, 0.5)) {
+		t.Error("nearest-rank percentiles")
+	}
+}

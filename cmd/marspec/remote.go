@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"marspec/api"
+	"marspec/generation"
+)
+
+// generateRemote runs req on the marspec server at serverURL (`generate --server URL`): it
+// submits the request (waiting out a full queue as the server's Retry-After asks, a few
+// times), follows the job's events with a progress line on progress (nil: quiet), and
+// writes every image into out under the names a local run gives (NNNN_classC_slug.png), each
+// PNG as the server made it, its parameters inside. out must exist and be prepared by the
+// caller (generation.PrepareFolder). If ctx ends first, the remote job is cancelled. It
+// returns the finished job (its settings hold the seed used) and the files written.
+func generateRemote(ctx context.Context, serverURL, token string, req api.GenerateRequest, out string, progress io.Writer) (*api.Generation, []string, error) {
+	c, err := api.NewClient(serverURL, token, nil)
+	if err != nil {
+		return nil, nil, &generation.FieldError{Field: "server", Value: serverURL, Allowed: "http://HOST:PORT", Reason: err.Error()}
+	}
+	g, err := submitWithRetry(ctx, c, req, 5)
+	if err != nil {
+		return nil, nil, err
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	fmt.Fprintf(progress, "job %s on %s: %d images, seed %d\n", g.ID, serverURL, len(g.Settings.Classes), g.Settings.Seed)
+	final, err := followJob(ctx, c, g.ID, progress)
+	if err != nil {
+		if ctx.Err() != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = c.Delete(cctx, g.ID) // do not leave the server working for nobody
+			cancel()
+		}
+		return nil, nil, err
+	}
+	if final.Status != api.StatusSucceeded {
+		return final, nil, fmt.Errorf("job %s %s: %s", final.ID, final.Status, final.Error)
+	}
+	names := generation.Plan{ClassNames: final.Settings.ClassNames}
+	var files []string
+	for _, im := range final.Images {
+		data, err := c.Image(ctx, im.URL)
+		if err != nil {
+			return final, files, fmt.Errorf("downloading image %d: %w", im.Index, err)
+		}
+		if im.Index < 0 || im.Index >= len(final.Settings.ClassNames) {
+			return final, files, fmt.Errorf("image %d: index out of the job's %d images", im.Index, len(final.Settings.ClassNames))
+		}
+		path := filepath.Join(out, names.FileName(generation.Image{Index: im.Index, Class: im.Class}))
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return final, files, err
+		}
+		files = append(files, path)
+	}
+	return final, files, nil
+}
+
+// submitWithRetry posts req, retrying up to tries times while the server answers 503.
+func submitWithRetry(ctx context.Context, c *api.Client, req api.GenerateRequest, tries int) (*api.Generation, error) {
+	for attempt := 1; ; attempt++ {
+		g, err := c.Generate(ctx, req, 0)
+		var apiErr *api.Error
+		if err == nil || !errors.As(err, &apiErr) || apiErr.Status != 503 || attempt == tries {
+			return g, err
+		}
+		wait := max(apiErr.RetryAfter, time.Second)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// followJob follows the job's events to its end, printing progress; if the stream breaks (a
+// restarting server) it polls instead.
+func followJob(ctx context.Context, c *api.Client, id string, progress io.Writer) (*api.Generation, error) {
+	show := func(p api.Progress) {
+		fmt.Fprintf(progress, "\r%d/%d images, %3.0f%%", p.ImagesDone, p.ImagesTotal, 100*p.Fraction)
+	}
+	final, err := c.Events(ctx, id, func(ev api.Event) error {
+		switch {
+		case ev.Progress != nil:
+			show(*ev.Progress)
+		case ev.Generation != nil:
+			show(ev.Generation.Progress)
+		}
+		return nil
+	})
+	if err == nil {
+		fmt.Fprintln(progress)
+		return final, nil
+	}
+	var apiErr *api.Error
+	if ctx.Err() != nil || errors.As(err, &apiErr) {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "\nevent stream lost (%v); polling\n", err)
+	for {
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		g, err := c.Generation(ctx, id)
+		if err != nil {
+			if errors.As(err, &apiErr) && apiErr.Status != 503 {
+				return nil, err
+			}
+			continue // the server is restarting
+		}
+		show(g.Progress)
+		if g.Ended() {
+			fmt.Fprintln(progress)
+			return g, nil
+		}
+	}
+}
