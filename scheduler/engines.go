@@ -24,14 +24,21 @@ type engine interface {
 }
 
 // groupKey says which jobs may share an engine. Target/draft images carry all their options
-// (mar.Stepper), so they group by pack only. A speculative engine fixes its sampling options
-// and its Job has no seed or owner yet, so spec jobs group by their whole configuration
-// (seed included); auto gamma adapts to the batch it runs in, so such a job gets its own.
+// (mar.Stepper), so they group by pack only. A speculative engine fixes its configuration but
+// each image brings its own seed (arsampler.Job.Seed), so spec jobs group by the configuration
+// without the seed; seed 0 means "the engine's seed" there, so such jobs get an engine whose
+// seed is 0. Auto gamma adapts to the batch it runs in, so such a job gets its own engine.
 func groupKey(id string, p *generation.Plan) string {
 	if p.Spec == nil {
 		return "stepper/" + p.Pack
 	}
-	key := fmt.Sprintf("spec/%s/%s/%+v", p.Pack, p.DraftPack, *p.Spec)
+	cfg := *p.Spec
+	seed := cfg.Sampling.Seed
+	cfg.Sampling.Seed = 0
+	key := fmt.Sprintf("spec/%s/%s/%+v", p.Pack, p.DraftPack, cfg)
+	if seed == 0 {
+		key += "/seed0"
+	}
 	if p.Spec.AutoGamma {
 		key += "/" + id
 	}
@@ -54,7 +61,7 @@ func newEngine(models generation.Models, p *generation.Plan) (engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &specEngine{e: e, owners: map[[2]int][]string{}}, nil
+	return &specEngine{e: e}, nil
 }
 
 type stepperEngine struct{ s *mar.Stepper }
@@ -74,36 +81,15 @@ func (e *stepperEngine) step() ([]finished, error) {
 	return out, err
 }
 
-// specEngine routes results of an arsampler.Engine back to jobs. Jobs sharing an engine share
-// the seed and settings, so an image is fixed by (index, class): the first job waiting for that
-// pair takes it. A removed job's images run to their end and are dropped (the engine has no
-// Remove yet).
-type specEngine struct {
-	e      *arsampler.Engine
-	owners map[[2]int][]string
-}
+// specEngine runs an arsampler.Engine; each image carries its job's seed and id, so results
+// go back to their job and a cancelled job's images leave the batch at once.
+type specEngine struct{ e *arsampler.Engine }
 
 func (e *specEngine) add(job string, p *generation.Plan, index int) error {
-	key := [2]int{index, p.Classes[index]}
-	if err := e.e.Add(arsampler.Job{Index: index, Class: p.Classes[index]}); err != nil {
-		return err
-	}
-	e.owners[key] = append(e.owners[key], job)
-	return nil
+	return e.e.Add(arsampler.Job{Index: index, Class: p.Classes[index], Seed: p.Options.Seed, Request: job})
 }
 
-func (e *specEngine) remove(job string) {
-	for k, jobs := range e.owners {
-		keep := jobs[:0]
-		for _, j := range jobs {
-			if j != job {
-				keep = append(keep, j)
-			}
-		}
-		e.owners[k] = keep
-	}
-}
-
+func (e *specEngine) remove(job string)     { e.e.Remove(job) }
 func (e *specEngine) active() int           { return e.e.Active() }
 func (e *specEngine) known() map[string]int { return nil }
 
@@ -112,16 +98,10 @@ func (e *specEngine) step() ([]finished, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []finished
-	for _, r := range done {
-		key := [2]int{r.Index, r.Class}
-		jobs := e.owners[key]
-		if len(jobs) == 0 {
-			continue // its job was removed
-		}
-		e.owners[key] = jobs[1:]
+	out := make([]finished, len(done))
+	for i, r := range done {
 		st := r.Stats
-		out = append(out, finished{job: jobs[0], img: generation.Image{Index: r.Index, Class: r.Class, Pixels: r.Pixels, Spec: &st}})
+		out[i] = finished{job: r.Request, img: generation.Image{Index: r.Index, Class: r.Class, Pixels: r.Pixels, Spec: &st}}
 	}
 	return out, nil
 }

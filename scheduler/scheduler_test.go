@@ -99,6 +99,8 @@ func TestMergedJobsMatchRunAlone(t *testing.T) {
 		{Class: api.Classes{"1"}, N: 2, Seed: u64(1), Mode: "draft", Temperature: f64(0.7)},
 		{Class: api.Classes{"2"}, N: 4, Seed: u64(5), Mode: "spec"},
 		{Class: api.Classes{"2", "0"}, N: 2, Seed: u64(5), Mode: "spec"}, // same engine as the previous, overlapping images
+		{Class: api.Classes{"0", "1"}, N: 2, Seed: u64(9), Mode: "spec"}, // same engine, another seed
+		{Class: api.Classes{"1"}, N: 2, Seed: u64(0), Mode: "spec"},      // seed 0: an engine of its own
 		{Class: api.Classes{"1"}, N: 2, Seed: u64(6), Mode: "spec", Gamma: "auto"},
 		{Class: api.Classes{"0"}, N: 3, Seed: u64(1), Mode: "target", Preset: ""},
 	}
@@ -280,4 +282,33 @@ func TestIsolateRunsOneJobAtATime(t *testing.T) {
 		}
 	}
 	_ = s.Shutdown(context.Background())
+}
+
+// Spec jobs that differ only in their seed share an engine (each image brings its seed);
+// seed 0, other settings, and auto gamma do not.
+func TestGroupKeys(t *testing.T) {
+	key := func(id string, r api.GenerateRequest) string { p := plan(t, r); return groupKey(id, &p) }
+	spec := func(seed uint64) api.GenerateRequest {
+		return api.GenerateRequest{Class: api.Classes{"0"}, Seed: u64(seed), Mode: "spec"}
+	}
+	if key("a", spec(5)) != key("b", spec(9)) {
+		t.Error("spec jobs with different seeds are kept apart")
+	}
+	if key("a", spec(5)) == key("b", spec(0)) {
+		t.Error("a seed-0 spec job shares an engine whose seed is another")
+	}
+	other := spec(5)
+	other.Gamma = "4"
+	if key("a", spec(5)) == key("b", other) {
+		t.Error("different gamma, same engine")
+	}
+	auto := spec(5)
+	auto.Gamma = "auto"
+	if key("a", auto) == key("b", auto) {
+		t.Error("auto gamma jobs share an engine")
+	}
+	if key("a", api.GenerateRequest{Class: api.Classes{"0"}, Seed: u64(1), Mode: "target"}) !=
+		key("b", api.GenerateRequest{Class: api.Classes{"1"}, Seed: u64(2), Mode: "target", CFG: f64(2)}) {
+		t.Error("target jobs with different options are kept apart")
+	}
 }

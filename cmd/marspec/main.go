@@ -85,7 +85,7 @@ func run(args []string) int {
 		fmt.Print(usage)
 		return 0
 	default:
-		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval, frontier; marspec -h lists them)", cmd)
+		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval, frontier, serve, loadtest; marspec -h lists them)", cmd)
 	}
 	switch {
 	case err == nil, errors.Is(err, errHelpShown), errors.Is(err, flag.ErrHelp):
