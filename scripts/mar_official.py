@@ -27,6 +27,10 @@ MAR_PRESETS = {
     # unpatchify is exercised), 4 classes, tiny widths.
     "test_tiny": dict(img_size=32, vae_stride=4, patch_size=2, vae_embed_dim=4, buffer_size=4, class_num=4,
                       width=32, depth=1, heads=2, head_width=32, head_depth=2),
+    # The same geometry a little larger: the tiny target beside test_tiny as its draft
+    # (scripts/gpu_bench.sh --tiny runs the whole benchmark with these on a CPU).
+    "test_small": dict(img_size=32, vae_stride=4, patch_size=2, vae_embed_dim=4, buffer_size=4, class_num=4,
+                       width=64, depth=2, heads=4, head_width=64, head_depth=3),
 }
 
 # MAR's KL-16 VAE: ch 128, ch_mult (1,1,2,2,4) -> stride 16, 2 res blocks per level, attention

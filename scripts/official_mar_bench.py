@@ -1,0 +1,131 @@
+"""Images/s of the official PyTorch MAR code, on the same weights as a marspec pack: the
+reference scripts/gpu_bench.sh sets marspec's GPU numbers against.
+
+  /usr/bin/python3 scripts/official_mar_bench.py --code /path/to/mar --model mar_huge \
+      --pack out/packs/mar-huge --batch 32 --images 64 --num-iter 64
+
+--code is a copy of the official repository (github.com/LTH14/mar, fetched by hand, never
+committed). --pack is a folder from `make_random_packs.py --checkpoint` (checkpoint-last.pth and
+vae.ckpt beside the pack). The model is the official MAR class at the preset's sizes, loaded
+strictly from the pack's checkpoint (so this also checks that marspec's parameter names are the
+official ones); images are sampled with its sample_tokens and decoded with its VAE decoder.
+Where timm or tqdm is not installed, a stand-in is used and named in the output: MAR takes only
+timm's transformer Block (the pre-norm block, same parameter names) and tqdm's progress bar.
+--cpu runs on the CPU by making .cuda() a no-op (a smoke test of this script; not a reference).
+Prints one JSON object.
+"""
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+import types
+from functools import partial
+
+import torch
+import torch.nn as nn
+
+import mar_official as mo
+import marmodel
+
+
+def install_stand_ins():
+    """timm's Block and tqdm, only where the real ones are missing; returns their names."""
+    used = []
+    try:
+        importlib.import_module("timm.models.vision_transformer")
+    except ImportError:
+        class Block(marmodel.Block):  # what MAR builds: Block(dim, heads, mlp_ratio, qkv_bias=True, ...)
+            def __init__(self, dim, num_heads, mlp_ratio=4.0, qkv_bias=True, **_dropouts_and_norm):
+                super().__init__(dim, num_heads, mlp_ratio)
+
+        vit = types.ModuleType("timm.models.vision_transformer")
+        vit.Block = Block
+        timm = types.ModuleType("timm")
+        models = types.ModuleType("timm.models")
+        timm.models, models.vision_transformer = models, vit
+        sys.modules.update({"timm": timm, "timm.models": models, "timm.models.vision_transformer": vit})
+        used.append("timm.Block")
+    try:
+        importlib.import_module("tqdm")
+    except ImportError:
+        tq = types.ModuleType("tqdm")
+        tq.tqdm = lambda it, *a, **k: it
+        sys.modules["tqdm"] = tq
+        used.append("tqdm")
+    return used
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--code", required=True, help="folder of the official MAR repository")
+    ap.add_argument("--model", required=True, choices=sorted(mo.MAR_PRESETS))
+    ap.add_argument("--vae-config", default="kl16", choices=sorted(mo.VAE_PRESETS))
+    ap.add_argument("--pack", required=True, help="pack folder holding checkpoint-last.pth and vae.ckpt")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--images", type=int, default=64)
+    ap.add_argument("--num-iter", type=int, default=64, help="AR steps (MAR's default 64; L = one token per step)")
+    ap.add_argument("--steps", type=int, default=100, help="diffusion sampling steps")
+    ap.add_argument("--cfg", type=float, default=1.0)
+    ap.add_argument("--cpu", action="store_true", help="run on the CPU (smoke test only)")
+    args = ap.parse_args()
+    if not os.path.isfile(os.path.join(args.code, "models", "mar.py")):
+        print(json.dumps({"skipped": f"{args.code}/models/mar.py not found: fetch the official MAR code first"}))
+        return
+    stand_ins = install_stand_ins()
+    if args.cpu:
+        torch.Tensor.cuda = lambda self, *a, **k: self
+        nn.Module.cuda = lambda self, *a, **k: self
+    elif not torch.cuda.is_available():
+        print(json.dumps({"skipped": "torch sees no CUDA device (use --cpu for a smoke test)"}))
+        return
+    sys.path.insert(0, os.path.abspath(args.code))
+    from models import mar as official_mar  # noqa: E402  (the fetched copy)
+    from models import vae as official_vae  # noqa: E402
+
+    cfg, vcfg = mo.MAR_PRESETS[args.model], mo.VAE_PRESETS[args.vae_config]
+    model = official_mar.MAR(img_size=cfg["img_size"], vae_stride=cfg["vae_stride"], patch_size=cfg["patch_size"],
+                             encoder_embed_dim=cfg["width"], encoder_depth=cfg["depth"], encoder_num_heads=cfg["heads"],
+                             decoder_embed_dim=cfg["width"], decoder_depth=cfg["depth"], decoder_num_heads=cfg["heads"],
+                             mlp_ratio=4, norm_layer=partial(nn.LayerNorm, eps=1e-6), vae_embed_dim=cfg["vae_embed_dim"],
+                             class_num=cfg["class_num"], buffer_size=cfg["buffer_size"], diffloss_d=cfg["head_depth"],
+                             diffloss_w=cfg["head_width"], num_sampling_steps=str(args.steps))
+    ck = torch.load(os.path.join(args.pack, "checkpoint-last.pth"), map_location="cpu")
+    model.load_state_dict(ck["model_ema"], strict=True)  # marspec's names are the official ones
+    decoder = official_vae.Decoder(ch=vcfg["ch"], ch_mult=vcfg["ch_mult"], num_res_blocks=vcfg["num_res_blocks"],
+                                   z_channels=vcfg["z_channels"], out_ch=vcfg["out_ch"], attn_resolutions=vcfg["attn_resolutions"],
+                                   resolution=cfg["img_size"])
+    post = nn.Conv2d(vcfg["z_channels"], vcfg["z_channels"], 1)
+    vs = torch.load(os.path.join(args.pack, "vae.ckpt"), map_location="cpu")["model"]
+    decoder.load_state_dict({k[len("decoder."):]: v for k, v in vs.items() if k.startswith("decoder.")}, strict=True)
+    post.load_state_dict({k[len("post_quant_conv."):]: v for k, v in vs.items() if k.startswith("post_quant_conv.")}, strict=True)
+    device = "cpu" if args.cpu else "cuda"
+    model, decoder, post = model.to(device).eval(), decoder.to(device).eval(), post.to(device).eval()
+
+    def batch_images(n, seed):
+        torch.manual_seed(seed)
+        labels = torch.arange(n, device=device) % cfg["class_num"]
+        tokens = model.sample_tokens(n, num_iter=args.num_iter, cfg=args.cfg, labels=labels)
+        return decoder(post(tokens / mo.LATENT_SCALE))
+
+    with torch.no_grad():
+        batch_images(min(args.batch, 2), 0)  # warm-up: kernels, allocator
+        if not args.cpu:
+            torch.cuda.synchronize()
+        start, done = time.perf_counter(), 0
+        while done < args.images:
+            n = min(args.batch, args.images - done)
+            batch_images(n, 1 + done)
+            done += n
+        if not args.cpu:
+            torch.cuda.synchronize()
+        sec = time.perf_counter() - start
+    print(json.dumps({"model": args.model, "batch": args.batch, "images": done, "num_iter": args.num_iter,
+                      "steps": args.steps, "cfg": args.cfg, "seconds": sec, "images_per_second": done / sec,
+                      "device": torch.cuda.get_device_name(0) if not args.cpu else "cpu", "torch": torch.__version__,
+                      "stand_ins": stand_ins}))
+
+
+if __name__ == "__main__":
+    main()
