@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"marspec/api"
 	"marspec/arsampler"
 	"marspec/render"
 )
@@ -107,20 +108,57 @@ func (p Plan) WriteGrid(path string, imgs []Image) error {
 		}
 		cells = append(cells, pic)
 	}
-	cols := len(imgs)
-	if n := leadingRun(imgs); n > 0 && n < len(imgs) {
-		cols = n
+	classes := make([]int, len(imgs))
+	for i, img := range imgs {
+		classes[i] = img.Class
 	}
-	return render.WritePNG(path, render.Grid(cells, min(cols, 16), 4), p.Params())
+	return render.WritePNG(path, LayoutGrid(cells, classes), p.Params())
 }
 
-// leadingRun is how many consecutive images share the first image's class.
-func leadingRun(imgs []Image) int {
+// LayoutGrid lays pictures out a row per class when they come class by class (n of each),
+// at most 16 columns, each cell upscaled 4 times.
+func LayoutGrid(pics []image.Image, classes []int) image.Image {
+	cols := len(pics)
+	if n := leadingRun(classes); n > 0 && n < len(classes) {
+		cols = n
+	}
+	return render.Grid(pics, min(cols, 16), 4)
+}
+
+// leadingRun is how many consecutive entries equal the first.
+func leadingRun(classes []int) int {
 	n := 0
-	for n < len(imgs) && imgs[n].Class == imgs[0].Class {
+	for n < len(classes) && classes[n] == classes[0] {
 		n++
 	}
 	return n
+}
+
+// WireAcceptanceRates is AcceptanceRates from the per-image statistics of a finished job as
+// the service reports it, with the token grid's height and width (ok false without
+// statistics: not a speculative job).
+func WireAcceptanceRates(imgs []api.Image) (rates []float64, gridH, gridW int, ok bool) {
+	var sum arsampler.Summary
+	for _, im := range imgs {
+		st := im.Stats
+		if st == nil {
+			continue
+		}
+		if sum.AcceptedAtPos == nil {
+			sum.AcceptedAtPos, sum.RejectedAtPos = make([]int, len(st.AcceptedAtPos)), make([]int, len(st.RejectedAtPos))
+			gridH, gridW, ok = st.GridHeight, st.GridWidth, true
+		}
+		for i := range min(len(st.AcceptedAtPos), len(sum.AcceptedAtPos)) {
+			sum.AcceptedAtPos[i] += st.AcceptedAtPos[i]
+		}
+		for i := range min(len(st.RejectedAtPos), len(sum.RejectedAtPos)) {
+			sum.RejectedAtPos[i] += st.RejectedAtPos[i]
+		}
+	}
+	if !ok {
+		return nil, 0, 0, false
+	}
+	return AcceptanceRates(&sum), gridH, gridW, true
 }
 
 // WriteHeatmap draws the per-position acceptance rate of a speculative run (paper Fig. 11).

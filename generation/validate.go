@@ -237,6 +237,25 @@ func Slug(s string) string {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
+// checkNumbers checks the real-valued settings, whose ranges do not depend on a pack. JSON
+// cannot carry NaN, so a client checks these before sending (CheckNumbers).
+func checkNumbers(req api.GenerateRequest) error {
+	if v := req.CFG; v != nil && (!finite(*v) || *v < 1 || *v > 50) {
+		return fieldErr("cfg", *v, "1 to 50; 1 = no guidance", "")
+	}
+	if v := req.Temperature; v != nil && (!finite(*v) || *v < 0.05 || *v > 5) {
+		return fieldErr("temperature", *v, "0.05 to 5", "")
+	}
+	if v := req.Prefill; v != nil && (!finite(*v) || *v < 0 || *v > 1) {
+		return fieldErr("prefill", *v, "0 to 1, a fraction of the tokens", "")
+	}
+	return nil
+}
+
+// CheckNumbers is what a client of the service checks before sending req: the settings whose
+// ranges need no pack (NaN and infinities cannot even be sent as JSON).
+func CheckNumbers(req api.GenerateRequest) error { return checkNumbers(req) }
+
 // samplingOptions fills and checks what every mode shares.
 func samplingOptions(req Request, man *mar.Manifest, pre Preset) (mar.Options, error) {
 	L := man.SeqLen()
@@ -249,10 +268,10 @@ func samplingOptions(req Request, man *mar.Manifest, pre Preset) (mar.Options, e
 	} else {
 		opt.Seed = NewSeed()
 	}
+	if err := checkNumbers(req.GenerateRequest); err != nil {
+		return opt, err
+	}
 	if req.CFG != nil {
-		if v := *req.CFG; !finite(v) || v < 1 || v > 50 {
-			return opt, fieldErr("cfg", v, "1 to 50; 1 = no guidance", "")
-		}
 		opt.CFG = *req.CFG
 	}
 	switch req.CFGSchedule {
@@ -263,9 +282,6 @@ func samplingOptions(req Request, man *mar.Manifest, pre Preset) (mar.Options, e
 		return opt, fieldErr("cfg_schedule", strconv.Quote(req.CFGSchedule), "linear, constant", "unknown")
 	}
 	if req.Temperature != nil {
-		if v := *req.Temperature; !finite(v) || v < 0.05 || v > 5 {
-			return opt, fieldErr("temperature", v, "0.05 to 5", "")
-		}
 		opt.Temperature = *req.Temperature
 	}
 	if pre.NumIter > 0 {
@@ -355,10 +371,10 @@ func specConfig(req Request, pre Preset, provider string) (arsampler.Config, str
 		}
 		cfg.Gamma = g
 	}
+	if err := checkNumbers(req.GenerateRequest); err != nil {
+		return cfg, "", err
+	}
 	if req.Prefill != nil {
-		if v := *req.Prefill; !finite(v) || v < 0 || v > 1 {
-			return cfg, "", fieldErr("prefill", v, "0 to 1, a fraction of the tokens", "")
-		}
 		cfg.Prefill = *req.Prefill
 	}
 	var err error
@@ -402,6 +418,13 @@ func specConfig(req Request, pre Preset, provider string) (arsampler.Config, str
 		cfg.Tolerance = *req.Tolerance
 	}
 	return cfg, gamma, nil
+}
+
+// SamplingOptions checks the sampling settings of req alone against a pack's manifest (the
+// speculative ones are ignored): for runs that choose their own classes and images, such as
+// scoring runs, so their cfg, temperature and steps are checked here like a request's.
+func SamplingOptions(req Request, man *mar.Manifest) (mar.Options, error) {
+	return samplingOptions(req, man, Preset{})
 }
 
 // SpecConfig checks the speculative settings of req alone and returns them with sampling as

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"image"
 	"os"
-	"path"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"marspec/api"
 	"marspec/arsampler"
 	"marspec/fid"
 	"marspec/generation"
@@ -141,6 +141,12 @@ func openGenerators(rt *runtimeFlags, s evalSettings, evaluator, schedule string
 	if err != nil {
 		return nil, nil, err
 	}
+	// the run's shared settings are checked as a request's are (NaN, 0 and out-of-range values
+	// named by field) before any configuration or chunk
+	if _, err := generation.SamplingOptions(generation.Request{GenerateRequest: api.GenerateRequest{Seed: &s.Seed,
+		CFG: &s.CFG, Temperature: &s.Temperature, Steps: &s.Steps}}, target.Manifest); err != nil {
+		return nil, nil, err
+	}
 	draft, err := rt.open(s.Draft)
 	if err != nil {
 		return nil, nil, err
@@ -201,12 +207,7 @@ func openEvaluator(rt *runtimeFlags, name string) (*fid.Evaluator, error) {
 	if err != nil {
 		return nil, err
 	}
-	if name == "evaluator" {
-		if st, err := os.Stat(name); err != nil || !st.IsDir() {
-			return fid.LoadEvaluator(models.FS, "evaluator", path.Join("embedded", "evaluator"), opt)
-		}
-	}
-	return fid.LoadEvaluator(os.DirFS(name), ".", name, opt)
+	return generation.OpenEvaluator(name, opt)
 }
 
 // chunkGenerator generates the images of one configuration, a chunk at a time.

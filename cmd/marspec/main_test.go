@@ -127,6 +127,8 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 		{"unknown flag", nil, []string{"generate", "--bogus"}, "flag provided but not defined: -bogus (marspec generate -h lists the flags)"},
 		{"stray argument", nil, []string{"generate", "7"}, `unexpected argument "7"`},
 		{"preset", nil, []string{"generate", "--preset", "turbo"}, `preset "turbo": unknown`},
+		{"eval cfg NaN", nil, []string{"eval", "--cfg", "nan", "--out", filepath.Join(out, "run")}, "cfg NaN: out of range"},
+		{"eval temperature 0", nil, []string{"eval", "--temperature", "0", "--out", filepath.Join(out, "run")}, "temperature 0: out of range"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
