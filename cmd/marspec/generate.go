@@ -34,6 +34,7 @@ type generateFlags struct {
 	spec                     specFlags
 	jsonOut                  bool
 	heatmap                  string
+	server, token            string
 }
 
 func (g *generateFlags) add(fs *flag.FlagSet) {
@@ -59,6 +60,8 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 	g.spec.add(fs)
 	fs.BoolVar(&g.jsonOut, "json", false, "print the statistics as one JSON object")
 	fs.StringVar(&g.heatmap, "heatmap", "", "spec mode: write the per-position acceptance map (PNG) to this file")
+	fs.StringVar(&g.server, "server", "", "generate on a running marspec server (http://HOST:PORT) instead of here: its packs and defaults, the same files in --out")
+	fs.StringVar(&g.token, "token", os.Getenv("MARSPEC_TOKEN"), "with --server: the server's API token ($MARSPEC_TOKEN)")
 }
 
 func runGenerate(args []string) error {
@@ -73,7 +76,10 @@ func runGenerate(args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	req, cat, err := g.request(set)
+	if g.server != "" {
+		return g.runOnServer(set)
+	}
+	req, cat, err := g.request(set, true)
 	if err != nil {
 		return err
 	}
@@ -87,34 +93,9 @@ func runGenerate(args []string) error {
 	if err != nil {
 		return err
 	}
-	// every output is checked before minutes of generating: nothing fails at the end
-	if g.heatmap != "" {
-		if plan.Spec == nil {
-			return &generation.FieldError{Field: "heatmap", Value: strconv.Quote(g.heatmap), Allowed: "omit it, or use mode spec",
-				Reason: "a " + plan.Mode + "-only run verifies no drafts, so it has no acceptance map"}
-		}
-		if err := generation.CheckFileTarget("heatmap", g.heatmap); err != nil {
-			return err
-		}
-	}
-	grid := g.grid
-	if grid == "" {
-		grid = generation.GridPath(g.out)
-	}
-	if grid != "none" {
-		if err := generation.CheckFileTarget("grid", grid); err != nil {
-			return err
-		}
-	}
-	removed, kept, err := generation.PrepareFolder(g.out, g.overwrite)
+	grid, err := g.prepareOutputs(plan.Mode)
 	if err != nil {
 		return err
-	}
-	if removed > 0 {
-		fmt.Fprintf(os.Stderr, "removed %d images of an earlier run from %s\n", removed, g.out)
-	}
-	if len(kept) > 0 {
-		fmt.Fprintf(os.Stderr, "kept %d other files in %s (fid scores every PNG there): %s\n", len(kept), g.out, strings.Join(kept, ", "))
 	}
 	batch := g.batch
 	if batch == 0 {
@@ -144,10 +125,45 @@ func runGenerate(args []string) error {
 	return g.report(plan, cat, res)
 }
 
+// prepareOutputs checks every output before minutes of generating, so nothing fails at the
+// end, and readies the image folder; it returns the grid's path ("none": no grid).
+func (g *generateFlags) prepareOutputs(mode string) (string, error) {
+	if g.heatmap != "" {
+		if mode != generation.ModeSpec {
+			return "", &generation.FieldError{Field: "heatmap", Value: strconv.Quote(g.heatmap), Allowed: "omit it, or use mode spec",
+				Reason: "a " + mode + "-only run verifies no drafts, so it has no acceptance map"}
+		}
+		if err := generation.CheckFileTarget("heatmap", g.heatmap); err != nil {
+			return "", err
+		}
+	}
+	grid := g.grid
+	if grid == "" {
+		grid = generation.GridPath(g.out)
+	}
+	if grid != "none" {
+		if err := generation.CheckFileTarget("grid", grid); err != nil {
+			return "", err
+		}
+	}
+	removed, kept, err := generation.PrepareFolder(g.out, g.overwrite)
+	if err != nil {
+		return "", err
+	}
+	if removed > 0 {
+		fmt.Fprintf(os.Stderr, "removed %d images of an earlier run from %s\n", removed, g.out)
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(os.Stderr, "kept %d other files in %s (fid scores every PNG there): %s\n", len(kept), g.out, strings.Join(kept, ", "))
+	}
+	return grid, nil
+}
+
 // request turns the flags into a generation request and the catalog of the packs it needs.
 // Only flags given on the command line are set, so presets and defaults come from package
 // generation alone.
-func (g *generateFlags) request(set map[string]bool) (generation.Request, generation.Catalog, error) {
+// With local false the packs are not read (a server runs its own).
+func (g *generateFlags) request(set map[string]bool, local bool) (generation.Request, generation.Catalog, error) {
 	var req generation.Request
 	cat := generation.Catalog{TargetPack: g.target, DraftPack: g.draft, MaxImages: maxImages, Provider: g.rt.provider}
 	req.Mode, req.Preset = g.mode, g.preset
@@ -194,7 +210,7 @@ func (g *generateFlags) request(set map[string]bool) (generation.Request, genera
 		return req, cat, err
 	}
 	mode, _, _, err := generation.ResolveMode(req)
-	if err != nil {
+	if err != nil || !local {
 		return req, cat, err
 	}
 	// only the packs the mode runs are read, so a bad --draft does not stop a target-only run

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
+	"os"
+	"os/signal"
+	"strconv"
+
+	"marspec/generation"
+	"marspec/render"
+)
+
+// localOnly are generate's flags that a server does not take: it runs its own packs and
+// runtime, and its wire has no self-drafting, lossy knobs or annealing.
+var localOnly = []string{"model", "target", "draft", "batch", "steps-late", "rejection", "tolerance", "threads", "device", "provider", "ort-lib"}
+
+// runOnServer is `generate --server URL`: the same request, checked and run by the server,
+// its images written into --out under the names a local run gives, the grid and heatmap drawn
+// here from them.
+func (g *generateFlags) runOnServer(set map[string]bool) error {
+	for _, name := range localOnly {
+		if set[name] {
+			return &generation.FieldError{Field: name, Allowed: "omit it with --server", Reason: "the server runs its own packs and settings; this flag applies to a local run only"}
+		}
+	}
+	if g.n < 1 { // the wire reads n 0 as "the default"
+		return &generation.FieldError{Field: "n", Value: strconv.Itoa(g.n), Allowed: "at least 1 image per class"}
+	}
+	req, _, err := g.request(set, false)
+	if err != nil {
+		return err
+	}
+	if err := generation.CheckNumbers(req.GenerateRequest); err != nil {
+		return err
+	}
+	mode, _, _, err := generation.ResolveMode(req)
+	if err != nil {
+		return err
+	}
+	grid, err := g.prepareOutputs(mode)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // Ctrl-C cancels the job there
+	defer stop()
+	job, files, err := generateRemote(ctx, g.server, g.token, req.GenerateRequest, g.out, os.Stderr)
+	if err != nil {
+		return err
+	}
+	written := fmt.Sprintf("wrote %d images to %s", len(files), g.out)
+	if grid != "none" {
+		pics := make([]image.Image, 0, len(files))
+		for _, f := range files {
+			pic, err := readPNG(f)
+			if err != nil {
+				return err
+			}
+			pics = append(pics, pic)
+		}
+		if err := render.WritePNG(grid, generation.LayoutGrid(pics, job.Settings.Classes), job.Settings.Params); err != nil {
+			return err
+		}
+		written += ", the grid to " + grid
+	}
+	if g.heatmap != "" {
+		rates, h, w, ok := generation.WireAcceptanceRates(job.Images)
+		if !ok {
+			return &generation.FieldError{Field: "heatmap", Value: strconv.Quote(g.heatmap), Reason: "the server's job has no acceptance statistics"}
+		}
+		if err := render.WritePNG(g.heatmap, render.Heatmap(rates, h, w, 24), job.Settings.Params); err != nil {
+			return err
+		}
+		written += ", the acceptance map to " + g.heatmap
+	}
+	fmt.Fprintln(os.Stderr, written)
+	if g.jsonOut {
+		return json.NewEncoder(os.Stdout).Encode(job)
+	}
+	line := fmt.Sprintf("%s mode on %s (job %s): %d images in %.2f s, seed %d", job.Settings.Mode, g.server, job.ID, len(files), job.Seconds, job.Settings.Seed)
+	if job.Alpha != nil {
+		line += fmt.Sprintf(", alpha %.3f", *job.Alpha)
+	}
+	fmt.Println(line)
+	return nil
+}
+
+func readPNG(path string) (image.Image, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pic, err := png.Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return pic, nil
+}
