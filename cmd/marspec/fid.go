@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"marspec/fid"
+	"marspec/generation"
 )
 
 // runFID is `marspec fid A B` (FID between two folders of images or statistics files) and
@@ -18,6 +19,9 @@ func runFID(args []string) error {
 	stats := fs.String("stats", "", "make statistics of this image folder (with -o)")
 	outPath := fs.String("o", "", "where --stats writes its .npz")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := generation.ValidateRuntime(rt.provider, rt.threads); err != nil {
 		return err
 	}
 	open := func() (*fid.Evaluator, error) { return openEvaluator(rt, *evaluator) }

@@ -16,6 +16,9 @@ func runModels(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := generation.ValidateRuntime(rt.provider, rt.threads); err != nil {
+		return err
+	}
 	names := fs.Args()
 	if len(names) == 0 {
 		names = []string{"target", "draft"}
