@@ -23,15 +23,20 @@ func TestRestartResumesOrFailsEveryJob(t *testing.T) {
 	if err != nil || before.Status != api.StatusSucceeded {
 		t.Fatalf("%+v %v", before, err)
 	}
-	// Stop the scheduler from inside the first stored image of the next job: its worker ends
-	// after this step, leaving the job half made, the next queued, the spec job wherever it is.
-	held := make(chan struct{})
+	// Stop the scheduler from inside the first stored image of the first job (after all three
+	// are submitted): its worker ends after this step, leaving that job half made, the next
+	// queued, the spec job wherever it is.
+	held, submitted := make(chan struct{}), make(chan struct{})
+	var firstID string
 	var once sync.Once
-	one.afterImage = func(string, int) {
-		once.Do(func() {
-			one.sched.Close()
-			close(held)
-		})
+	one.afterImage = func(job string, _ int) {
+		<-submitted
+		if job == firstID {
+			once.Do(func() {
+				one.sched.Close()
+				close(held)
+			})
+		}
 	}
 	var ids []string
 	for _, r := range []api.GenerateRequest{
@@ -45,6 +50,8 @@ func TestRestartResumesOrFailsEveryJob(t *testing.T) {
 		}
 		ids = append(ids, g.ID)
 	}
+	firstID = ids[0]
+	close(submitted)
 	<-held
 	one.stop(t)
 

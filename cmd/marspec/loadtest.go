@@ -102,8 +102,12 @@ func runLoadtest(args []string) error {
 	if f.server != "" {
 		passes = []string{"server's setting"}
 	}
-	fmt.Printf("# marspec loadtest: %s/%s, %d CPUs, device %s; %d clients, %d requests of %d-%d images, mode %s, num_iter %d\n",
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), f.rt.device, f.clients, f.reqs, f.minImg, f.maxImg, f.mode, f.numIter)
+	steps := fmt.Sprintf(", num_iter %d", f.numIter)
+	if f.mode == generation.ModeSpec {
+		steps = " (one token per AR step)"
+	}
+	fmt.Printf("# marspec loadtest: %s/%s, %d CPUs, device %s; %d clients, %d requests of %d-%d images, mode %s%s\n",
+		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), f.rt.device, f.clients, f.reqs, f.minImg, f.maxImg, f.mode, steps)
 	var results []loadResult
 	var models generation.Models // shared by the passes: packs open once
 	for _, batching := range passes {
