@@ -3,7 +3,7 @@ GO ?= go
 ORT_LIB := third_party/onnxruntime/libonnxruntime.so
 PY := /usr/bin/python3
 
-.PHONY: setup build run test bench train export fixtures
+.PHONY: setup build run test bench train export fixtures gpu-setup gpu-parts gpu-bench gpu-bench-tiny official-packs
 
 $(ORT_LIB):
 	bash scripts/setup_ort.sh
@@ -38,3 +38,23 @@ export:
 
 fixtures:
 	cd scripts && $(PY) make_fixtures.py --ckpt ../runs/target/checkpoint-last.pth --out ../mar/testdata/parity_target.json
+
+# The GPU path (docs/gpu.md). gpu-setup: ONNX Runtime's GPU build from npm into
+# third_party/onnxruntime-gpu; gpu-parts: the same in parts of at most 40 MiB, for a machine
+# that cannot reach npm. gpu-bench: the GPU numbers (issue 9) into out/gpu-bench/gpu-bench.md;
+# gpu-bench-tiny: the same script on the CPU at tiny sizes. official-packs: random-weight
+# MAR-B/L/H packs (with KL-16 decoders) in out/packs, for timing; several GB, never committed.
+gpu-setup:
+	bash scripts/setup_ort.sh --gpu
+
+gpu-parts:
+	bash scripts/setup_ort.sh --gpu-parts
+
+gpu-bench:
+	bash scripts/gpu_bench.sh
+
+gpu-bench-tiny:
+	bash scripts/gpu_bench.sh --tiny
+
+official-packs:
+	$(PY) scripts/make_random_packs.py --models mar_base,mar_large,mar_huge --out out/packs

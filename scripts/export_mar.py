@@ -12,9 +12,9 @@ import argparse
 import json
 import os
 import sys
+import inspect
 import tempfile
 
-import onnx
 import torch
 
 import mar_official as mo
@@ -81,6 +81,14 @@ def sample_inputs(cfg, model):
     return tokens, mask, ids, drop
 
 
+def onnx_export(*args, **kwargs):
+    """torch.onnx.export with the TorchScript exporter: torch 2.9+ defaults to the dynamo one,
+    which needs onnxscript and traces the masked encoder differently."""
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    return torch.onnx.export(*args, **kwargs)
+
+
 EXTERNAL_DATA = "transformer.onnx.data"  # the transformer's weights when its graph is over 2 GB
 
 
@@ -92,7 +100,7 @@ def export_transformer(model, cfg, out, external):
     batch = {0: "B"}
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         graph = os.path.join(tmp, "transformer.onnx")
-        torch.onnx.export(TransformerGraph(model), sample_inputs(cfg, model), graph,
+        onnx_export(TransformerGraph(model), sample_inputs(cfg, model), graph,
                           opset_version=17, input_names=["tokens", "mask", "class_ids", "drop_class"],
                           output_names=["z"], dynamic_axes={k: batch for k in ["tokens", "mask", "class_ids", "drop_class", "z"]})
         dest = os.path.join(out, "transformer.onnx")
@@ -101,6 +109,11 @@ def export_transformer(model, cfg, out, external):
         if not external and os.listdir(tmp) == ["transformer.onnx"]:
             os.replace(graph, dest)
             return False
+        try:
+            import onnx  # only here: a graph under 2 GB needs no onnx package
+        except ImportError:
+            raise SystemExit(f"export_mar: the transformer's weights must go to {EXTERNAL_DATA} (the graph is over 2 GB), "
+                             "which needs the onnx Python package (apt-get install python3-onnx, or pip install onnx)")
         proto = onnx.load(graph)  # reads torch's per-weight files
         onnx.save_model(proto, dest, save_as_external_data=True, all_tensors_to_one_file=True,
                         location=EXTERNAL_DATA, size_threshold=0)
@@ -114,10 +127,10 @@ def export(model, cfg, vae, out, name, sampling_steps, names, names_source, reco
     with torch.no_grad():
         external = export_transformer(model, cfg, out, external)
         n = {0: "N"}
-        torch.onnx.export(HeadGraph(model.diffloss.net), (torch.randn(3, D), torch.tensor([0.0, 500.0, 999.0]), torch.randn(3, W)),
+        onnx_export(HeadGraph(model.diffloss.net), (torch.randn(3, D), torch.tensor([0.0, 500.0, 999.0]), torch.randn(3, W)),
                           os.path.join(out, "head.onnx"), opset_version=17, input_names=["x_t", "t", "z"],
                           output_names=["out"], dynamic_axes={k: n for k in ["x_t", "t", "z", "out"]})
-        torch.onnx.export(mo.DecoderGraph(vae, cfg), (torch.randn(1, L, D),), os.path.join(out, "decoder.onnx"),
+        onnx_export(mo.DecoderGraph(vae, cfg), (torch.randn(1, L, D),), os.path.join(out, "decoder.onnx"),
                           opset_version=17, input_names=["tokens"], output_names=["image"],
                           dynamic_axes={"tokens": batch, "image": batch})
     grid = mo.grid_size(cfg)

@@ -39,7 +39,9 @@ def randomise(model, gen):
 
 def make(model_name, vae_name, out, seed, steps, force, checkpoint=False):
     dest = os.path.join(out, model_name.replace("_", "-"))
-    if os.path.exists(os.path.join(dest, "manifest.json")) and not force:
+    complete = os.path.exists(os.path.join(dest, "manifest.json")) and (
+        not checkpoint or os.path.exists(os.path.join(dest, "checkpoint-last.pth")))
+    if complete and not force:
         print(f"make_random_packs: {dest} exists (--force remakes it)", file=sys.stderr)
         return dest
     start = time.time()
