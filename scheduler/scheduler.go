@@ -89,7 +89,13 @@ func New(cfg Config) *Scheduler {
 }
 
 // Submit queues a job or refuses it (ErrQueueFull, ErrClosed, ErrDuplicate).
-func (s *Scheduler) Submit(job Job) error {
+func (s *Scheduler) Submit(job Job) error { return s.submit(job, true) }
+
+// Readmit queues a job accepted before a restart: the queue bound does not apply (it was
+// checked when the job was accepted, and refusing it now would lose it).
+func (s *Scheduler) Readmit(job Job) error { return s.submit(job, false) }
+
+func (s *Scheduler) submit(job Job, bounded bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -97,7 +103,7 @@ func (s *Scheduler) Submit(job Job) error {
 		return ErrClosed
 	case s.jobs[job.ID] != nil:
 		return ErrDuplicate
-	case len(s.jobs) >= s.cfg.QueueSize:
+	case bounded && len(s.jobs) >= s.cfg.QueueSize:
 		return ErrQueueFull
 	}
 	r := &running{job: job, group: groupKey(job.ID, &job.Plan)}

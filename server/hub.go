@@ -94,8 +94,9 @@ func (h *hub) subscribe(id string) (chan api.Event, chan struct{}, func()) {
 	}
 }
 
-// publish sends ev to every subscriber; a subscriber too slow to keep 64 events behind misses
-// progress events (the next one supersedes them), never the final one (its done channel).
+// publish sends ev to every subscriber; a subscriber more than 64 events behind misses
+// events (a later progress event supersedes a missed one, and the final "done" event, sent
+// from the done channel, lists every image), never the end of the job.
 func (h *hub) publish(j *liveJob, ev api.Event) {
 	for ch := range j.subs {
 		select {

@@ -78,7 +78,8 @@ func TestRestartResumesOrFailsEveryJob(t *testing.T) {
 	}
 	st.Close()
 
-	two := start(t, dir, false, func(c *Config) { c.MaxBatch = 2 })
+	// A smaller queue than the jobs left: accepted jobs are resumed all the same.
+	two := start(t, dir, false, func(c *Config) { c.MaxBatch, c.QueueSize = 2, 1 })
 	resumed, failed, err := two.Resume()
 	if err != nil || failed != 1 || resumed < 2 {
 		t.Fatalf("resume: %d resumed, %d failed, %v", resumed, failed, err)

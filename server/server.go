@@ -113,7 +113,7 @@ func (s *Server) resume(j store.Job) error {
 		return err
 	}
 	s.hub.track(j.ID, plan, len(imgs))
-	if err := s.sched.Submit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
+	if err := s.sched.Readmit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
 		s.hub.forget(j.ID)
 		return err
 	}
