@@ -3,9 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -13,11 +11,12 @@ import (
 
 	"marspec/api"
 	"marspec/generation"
-	"marspec/mar"
 	"marspec/scheduler"
 	"marspec/store"
 )
 
+// create is POST /v1/generations: decode strictly, validate, store, queue; with ?wait= hold the
+// answer until the job ends or the time passes.
 func (s *Server) create(c *gin.Context) {
 	wait, err := s.waitParam(c)
 	if err != nil {
@@ -83,41 +82,7 @@ func (s *Server) create(c *gin.Context) {
 	c.JSON(code, g)
 }
 
-func (s *Server) waitParam(c *gin.Context) (time.Duration, error) {
-	v := c.Query("wait")
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		if n, nerr := strconv.Atoi(v); nerr == nil {
-			d, err = time.Duration(n)*time.Second, nil
-		}
-	}
-	if err != nil || d < 0 || d > s.cfg.MaxWait {
-		return 0, &generation.FieldError{Field: "wait", Value: strconv.Quote(v), Allowed: "a duration from 0s to " + s.cfg.MaxWait.String() + " (e.g. 30s)"}
-	}
-	return d, nil
-}
-
-// jobID reads and checks the :id path parameter: a canonical UUID, nothing else reaches the
-// store or the file system.
-func jobID(c *gin.Context) (string, error) {
-	id := c.Param("id")
-	u, err := uuid.Parse(id)
-	if err != nil || u.String() != id {
-		return "", &generation.FieldError{Field: "id", Value: strconv.Quote(truncate(id)), Allowed: "a job id (lower-case UUID)", Reason: "malformed"}
-	}
-	return id, nil
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
-
+// get is GET /v1/generations/{id}.
 func (s *Server) get(c *gin.Context) {
 	id, err := jobID(c)
 	if err != nil {
@@ -132,58 +97,7 @@ func (s *Server) get(c *gin.Context) {
 	c.JSON(http.StatusOK, g)
 }
 
-// view assembles a job from the store and, while it runs, its live progress.
-func (s *Server) view(id string) (api.Generation, error) {
-	j, err := s.store.Job(id)
-	if err != nil {
-		return api.Generation{}, err
-	}
-	imgs, err := s.store.Images(id)
-	if err != nil {
-		return api.Generation{}, err
-	}
-	return s.wire(j, imgs), nil
-}
-
-func (s *Server) wire(j store.Job, imgs []store.Image) api.Generation {
-	g := api.Generation{ID: j.ID, Status: j.Status, Error: j.Error, Created: j.Created, Started: j.Started, Finished: j.Finished,
-		Settings: j.Settings, Images: []api.Image{},
-		Links: api.Links{Self: "/v1/generations/" + j.ID, Events: "/v1/generations/" + j.ID + "/events"}}
-	if j.Started != nil && j.Finished != nil {
-		g.Seconds = j.Finished.Sub(*j.Started).Seconds()
-	}
-	drafted, accepted := 0, 0
-	for _, im := range imgs {
-		g.Images = append(g.Images, wireImage(im))
-		if im.Stats != nil {
-			drafted += im.Stats.Drafted
-			accepted += im.Stats.Accepted
-		}
-	}
-	if drafted > 0 {
-		a := float64(accepted) / float64(drafted)
-		g.Alpha = &a
-	}
-	total := len(j.Settings.Classes)
-	L := 0
-	if p, ok := s.hub.progress(j.ID); ok {
-		g.Progress = p
-		g.Progress.ImagesDone = max(p.ImagesDone, len(imgs))
-	} else {
-		if total > 0 && s.cat.Target != nil {
-			L = s.cat.Target.SeqLen()
-		}
-		g.Progress = api.Progress{ImagesDone: len(imgs), ImagesTotal: total, TokensDone: len(imgs) * L, TokensTotal: total * L}
-		g.Progress.Fraction = float64(len(imgs)) / float64(max(1, total))
-	}
-	return g
-}
-
-func wireImage(im store.Image) api.Image {
-	return api.Image{ID: im.ID, Index: im.Index, Class: im.Class, ClassName: im.ClassName,
-		URL: "/v1/images/" + im.ID + ".png", Seconds: im.Seconds, Stats: im.Stats}
-}
-
+// list is GET /v1/generations: a page of jobs, newest first, filtered by class, mode, status.
 func (s *Server) list(c *gin.Context) {
 	limit, err := intQuery(c, "limit", 20, 1, 200)
 	if err != nil {
@@ -233,18 +147,6 @@ func (s *Server) list(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-func intQuery(c *gin.Context, name string, def, lo, hi int) (int, error) {
-	v := c.Query(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		return 0, &generation.FieldError{Field: name, Value: strconv.Quote(truncate(v)), Allowed: fmt.Sprintf("%d to %d", lo, hi)}
-	}
-	return n, nil
-}
-
 // remove cancels a queued or running job (202), or deletes a finished one and its images (204).
 func (s *Server) remove(c *gin.Context) {
 	id, err := jobID(c)
@@ -281,37 +183,4 @@ func (s *Server) remove(c *gin.Context) {
 		return
 	}
 	c.Status(http.StatusNoContent)
-}
-
-var imageFile = regexp.MustCompile(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-([0-9]{1,5})\.png$`)
-
-func (s *Server) image(c *gin.Context) {
-	file := c.Param("file")
-	if !imageFile.MatchString(file) {
-		s.fail(c, &generation.FieldError{Field: "id", Value: strconv.Quote(truncate(file)), Allowed: "JOBID-INDEX.png", Reason: "malformed image name"})
-		return
-	}
-	data, err := s.store.ImagePNG(strings.TrimSuffix(file, ".png"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Header("Cache-Control", "public, max-age=31536000, immutable") // an image id never changes content
-	c.Data(http.StatusOK, "image/png", data)
-}
-
-func (s *Server) models(c *gin.Context) {
-	out := api.Models{Presets: generation.PresetNames(), Modes: []string{generation.ModeTarget, generation.ModeDraft, generation.ModeSpec}}
-	if man := s.cat.Target; man != nil {
-		out.Models = append(out.Models, wireModel("target", man, s.cat.MaxImages))
-	}
-	if man := s.cat.Draft; man != nil {
-		out.Models = append(out.Models, wireModel("draft", man, s.cat.MaxImages))
-	}
-	c.JSON(http.StatusOK, out)
-}
-
-func wireModel(role string, man *mar.Manifest, maxImages int) api.Model {
-	return api.Model{Role: role, Name: man.Name, Classes: man.Classes, SeqLen: man.SeqLen(), Steps: man.Diffusion.SamplingSteps,
-		Image: [3]int{man.Image.Height, man.Image.Width, man.Image.Channels}, MaxImage: maxImages}
 }
