@@ -89,6 +89,15 @@ func (e *Engine) Remove(request string) int {
 // Active is the number of unfinished images.
 func (e *Engine) Active() int { return len(e.active) }
 
+// Known counts the verified tokens of the unfinished images per request (live progress).
+func (e *Engine) Known() map[string]int {
+	out := map[string]int{}
+	for _, st := range e.active {
+		out[st.job.Request] += st.known
+	}
+	return out
+}
+
 // Run generates all jobs, keeping at most maxBatch images in flight: finished images leave and
 // waiting ones join between rounds. Results come back in job order, matched by the job's
 // position in the list (two requests may both have an image with index 0).

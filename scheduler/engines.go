@@ -91,7 +91,7 @@ func (e *specEngine) add(job string, p *generation.Plan, index int) error {
 
 func (e *specEngine) remove(job string)     { e.e.Remove(job) }
 func (e *specEngine) active() int           { return e.e.Active() }
-func (e *specEngine) known() map[string]int { return nil }
+func (e *specEngine) known() map[string]int { return e.e.Known() }
 
 func (e *specEngine) step() ([]finished, error) {
 	done, err := e.e.Round()

@@ -22,14 +22,22 @@ type sink struct {
 	done     chan string
 	block    chan struct{} // when set, Image waits on it (to hold a job mid-run)
 	failOn   string        // Image fails for this job
+	progress map[string][]api.Progress
 }
 
 func newSink() *sink {
 	return &sink{images: map[string]map[int]generation.Image{}, finished: map[string]error{}, ends: map[string]int{}, done: make(chan string, 100)}
 }
 
-func (k *sink) Started(string, time.Time)     {}
-func (k *sink) Progress(string, api.Progress) {}
+func (k *sink) Started(string, time.Time) {}
+func (k *sink) Progress(id string, p api.Progress) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.progress == nil {
+		k.progress = map[string][]api.Progress{}
+	}
+	k.progress[id] = append(k.progress[id], p)
+}
 func (k *sink) Image(id string, img generation.Image) error {
 	if k.block != nil {
 		<-k.block
@@ -311,4 +319,37 @@ func TestGroupKeys(t *testing.T) {
 		key("b", api.GenerateRequest{Class: api.Classes{"1"}, Seed: u64(2), Mode: "target", CFG: f64(2)}) {
 		t.Error("target jobs with different options are kept apart")
 	}
+}
+
+// Progress counts tokens while images are unfinished, for every mode: a job's reports climb
+// to the total without going back.
+func TestProgressCountsTokens(t *testing.T) {
+	models, _ := generation.TestModels()
+	k := newSink()
+	s := New(Config{Models: models, Sink: k, QueueSize: 4, MaxBatch: 8})
+	reqs := map[string]api.GenerateRequest{
+		"spec":   {Class: api.Classes{"0"}, N: 2, Seed: u64(1), Mode: "spec", Gamma: "1"},
+		"target": {Class: api.Classes{"1"}, N: 2, Seed: u64(1), Mode: "target"},
+	}
+	for id, r := range reqs {
+		if err := s.Submit(Job{ID: id, Plan: plan(t, r)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.wait(t, len(reqs))
+	for id := range reqs {
+		reports := k.progress[id]
+		partial, last := false, 0
+		for _, p := range reports {
+			if p.TokensDone < last {
+				t.Errorf("%s: progress went back: %+v", id, reports)
+			}
+			last = p.TokensDone
+			partial = partial || (p.ImagesDone == 0 && p.TokensDone > 0)
+		}
+		if !partial || last != reports[len(reports)-1].TokensTotal {
+			t.Errorf("%s: no token progress before the first image, or not complete: %+v", id, reports)
+		}
+	}
+	_ = s.Shutdown(context.Background())
 }
