@@ -225,31 +225,57 @@ type chunkGenerator struct {
 }
 
 // base carries the settings outside the configuration string (schedule and provider).
-func newChunkGenerator(spec string, s evalSettings, target, draft *mar.Model, base specFlags) (chunkGenerator, error) {
-	rc, err := parseRunConfig(spec, s, target, base)
+// The configuration is checked as a request is (generation.ValidateRequest), and its plan's
+// settings are what the chunks run with.
+func newChunkGenerator(text string, s evalSettings, target, draft *mar.Model, base specFlags) (chunkGenerator, error) {
+	rc, err := parseRunConfig(text, s, target, base)
 	if err != nil {
 		return chunkGenerator{}, err
 	}
-	g := chunkGenerator{name: rc.name, desc: rc.desc, opt: rc.opt, settings: s, target: target, draft: draft}
+	req, err := rc.request()
+	if err != nil {
+		return chunkGenerator{}, fmt.Errorf("configuration %q: %w", text, err)
+	}
+	cat := generation.Catalog{TargetPack: "target", DraftPack: "draft", Target: target.Manifest, Draft: draft.Manifest, Provider: base.provider}
+	plan, err := generation.ValidateRequest(req, cat)
+	if err != nil {
+		return chunkGenerator{}, fmt.Errorf("configuration %q: %w", text, err)
+	}
+	g := chunkGenerator{name: rc.name, desc: rc.desc, opt: plan.Options, spec: plan.Spec, settings: s, target: target, draft: draft}
 	switch rc.kind {
-	case "target":
+	case generation.ModeTarget:
 		g.model = target
 		return g, nil
-	case "draft":
+	case generation.ModeDraft:
 		g.model = draft
-		return g, draft.Validate(&g.opt)
+		return g, nil
 	}
-	cfg, err := rc.spec.config(rc.opt)
-	if err != nil {
-		return g, fmt.Errorf("configuration %q: %v", spec, err)
+	d := draft
+	if plan.Spec.SelfDraft {
+		d = nil
 	}
-	if _, err := arsampler.NewEngine(target, draft, cfg); err != nil {
-		return g, fmt.Errorf("configuration %q: %v", spec, err)
+	if _, err := arsampler.NewEngine(target, d, *plan.Spec); err != nil { // packs that do not match, a prefill of no token
+		return g, fmt.Errorf("configuration %q: %v", text, err)
 	}
-	g.spec = &cfg
 	g.gamma = rc.spec.gamma
 	g.group = fmt.Sprintf("%s/%s/align %s/prefill %g", rc.spec.verify, rc.spec.acceptance, rc.spec.align, rc.spec.prefill)
 	return g, nil
+}
+
+// request is the configuration as a generation request (class and count are placeholders:
+// a scoring run chooses its own images).
+func (rc runConfig) request() (generation.Request, error) {
+	o := rc.opt
+	req := generation.Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"}, Mode: rc.kind,
+		Seed: &o.Seed, CFG: &o.CFG, Temperature: &o.Temperature, Steps: &o.Steps}}
+	if rc.kind != generation.ModeSpec {
+		req.NumIter, req.FinalStepNoise = &o.NumIter, &o.FinalStepNoise
+		if o.StepsLate != 0 {
+			req.StepsLate = &o.StepsLate
+		}
+		return req, nil
+	}
+	return req, rc.spec.request(&req, nil)
 }
 
 // run generates and evaluates chunk c.

@@ -168,16 +168,18 @@ func (g *generateFlags) request(set map[string]bool, local bool) (generation.Req
 	cat := generation.Catalog{TargetPack: g.target, DraftPack: g.draft, MaxImages: maxImages, Provider: g.rt.provider}
 	req.Mode, req.Preset = g.mode, g.preset
 	if g.model != "" {
-		if g.mode != "" && g.mode != generation.ModeTarget && g.mode != generation.ModeDraft {
-			return req, cat, &generation.FieldError{Field: "model", Value: g.model, Allowed: "omit --mode, or use --target and --draft with --mode " + g.mode,
-				Reason: "runs one pack alone"}
-		}
 		// the draft pack alone is draft mode (stamped so); any other pack runs as the target
+		mode := generation.ModeTarget
 		if g.model == g.draft && g.model != selfDraftName {
-			req.Mode = generation.ModeDraft
+			mode = generation.ModeDraft
 		} else {
-			req.Mode, cat.TargetPack = generation.ModeTarget, g.model
+			cat.TargetPack = g.model
 		}
+		if g.mode != "" && g.mode != mode {
+			return req, cat, &generation.FieldError{Field: "model", Value: g.model, Allowed: "omit --mode, or use --target and --draft with --mode " + g.mode,
+				Reason: "runs one pack alone (mode " + mode + ")"}
+		}
+		req.Mode = mode
 	}
 	for _, c := range strings.Split(g.class, ",") {
 		req.Class = append(req.Class, strings.TrimSpace(c))

@@ -130,6 +130,7 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 		{"unknown flag", nil, []string{"generate", "--bogus"}, "flag provided but not defined: -bogus (marspec generate -h lists the flags)"},
 		{"stray argument", nil, []string{"generate", "7"}, `unexpected argument "7"`},
 		{"preset", nil, []string{"generate", "--preset", "turbo"}, `preset "turbo": unknown`},
+		{"model with another mode", nil, []string{"generate", "--model", "target", "--mode", "draft"}, "model target: runs one pack alone (mode target)"},
 		{"eval cfg NaN", nil, []string{"eval", "--cfg", "nan", "--out", filepath.Join(out, "run")}, "cfg NaN: out of range"},
 		{"eval temperature 0", nil, []string{"eval", "--temperature", "0", "--out", filepath.Join(out, "run")}, "temperature 0: out of range"},
 	}
