@@ -61,7 +61,7 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&g.jsonOut, "json", false, "print the statistics as one JSON object")
 	fs.StringVar(&g.heatmap, "heatmap", "", "spec mode: write the per-position acceptance map (PNG) to this file")
 	fs.StringVar(&g.server, "server", "", "generate on a running marspec server (http://HOST:PORT) instead of here: its packs and defaults, the same files in --out")
-	fs.StringVar(&g.token, "token", os.Getenv("MARSPEC_TOKEN"), "with --server: the server's API token ($MARSPEC_TOKEN)")
+	fs.StringVar(&g.token, "token", "", "with --server: the server's API token (default $MARSPEC_TOKEN, read when used so -h never shows it)")
 }
 
 func runGenerate(args []string) error {

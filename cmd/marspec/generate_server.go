@@ -47,7 +47,11 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // Ctrl-C cancels the job there
 	defer stop()
-	job, files, err := generateRemote(ctx, g.server, g.token, req.GenerateRequest, g.out, os.Stderr)
+	token := g.token
+	if token == "" {
+		token = os.Getenv("MARSPEC_TOKEN")
+	}
+	job, files, err := generateRemote(ctx, g.server, token, req.GenerateRequest, g.out, os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,9 @@ func TestGenerateOnServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if out, _, _ := marspec(t, []string{"MARSPEC_TOKEN=secret-value"}, "generate", "-h"); strings.Contains(out, "secret-value") {
+		t.Fatal("generate -h shows the API token")
+	}
 	for _, c := range []struct {
 		args []string
 		want string
