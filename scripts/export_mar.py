@@ -2,7 +2,7 @@
 
   /usr/bin/python3 scripts/export_mar.py --ckpt pretrained/mar_huge/checkpoint-last.pth \
       --model mar_huge --vae pretrained/vae/kl16.ckpt --out packs/mar-huge \
-      [--weights model_ema|model] [--class-names names.txt] [--sampling-steps 100]
+      [--weights model_ema|model] [--class-names names.txt|torchvision] [--sampling-steps 100]
 
 Writes manifest.json, transformer.onnx, head.onnx and decoder.onnx (docs/model-pack.md).
 `model_ema` (the weights MAR evaluates) is the default. Loading is strict: a missing or
@@ -56,17 +56,49 @@ def load_vae(path, preset):
     return vae.eval()
 
 
+def torchvision_imagenet_names():
+    """The 1000 ImageNet class names as torchvision lists them (models/_meta.py), read from the
+    installed package's source without importing it (no compiled parts needed). A name that
+    repeats (older lists had two cranes and two maillots) gets its class index appended:
+    marspec resolves names case-insensitively and needs them unique."""
+    import ast
+    import importlib.util
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("--class-names torchvision: torchvision is not installed (apt-get install python3-torchvision, or pass a file)")
+    meta = os.path.join(list(spec.submodule_search_locations)[0], "models", "_meta.py")
+    with open(meta) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "_IMAGENET_CATEGORIES" for t in node.targets):
+            names = ast.literal_eval(node.value)
+            break
+    else:
+        raise ValueError(f"--class-names torchvision: no _IMAGENET_CATEGORIES in {meta}")
+    seen, out = set(), []
+    for i, name in enumerate(names):
+        if name.lower() in seen:
+            name = f"{name} ({i})"
+        seen.add(name.lower())
+        out.append(name)
+    return out, f"torchvision ({meta})"
+
+
 def class_names(path, n):
-    """Names from a file (one per line), else class_000.. (no list of ImageNet names ships here)."""
+    """Names from a file (one per line), torchvision's ImageNet list (path "torchvision"), else
+    class_000.. placeholders."""
     if not path:
         return [f"class_{i:03d}" for i in range(n)], "placeholder"
-    with open(path) as f:
-        names = [line.strip() for line in f if line.strip()]
+    if path == "torchvision":
+        names, source = torchvision_imagenet_names()
+    else:
+        with open(path) as f:
+            names, source = [line.strip() for line in f if line.strip()], path
     if len(names) != n:
         raise ValueError(f"{path}: {len(names)} class names, the checkpoint has {n} classes")
     if len(set(n.lower() for n in names)) != len(names):
         raise ValueError(f"{path}: class names repeat (marspec resolves names case-insensitively)")
-    return names, path
+    return names, source
 
 
 def sample_inputs(cfg, model):
@@ -171,7 +203,8 @@ def main(argv=None):
     ap.add_argument("--vae-config", default="kl16", choices=sorted(mo.VAE_PRESETS))
     ap.add_argument("--out", required=True)
     ap.add_argument("--name", help="pack name (default: the --model name)")
-    ap.add_argument("--class-names", help="file with one class name per line (default class_000..)")
+    ap.add_argument("--class-names", help="file with one class name per line, or torchvision: the ImageNet names of the "
+                                          "installed torchvision (default class_000..)")
     ap.add_argument("--sampling-steps", type=int, default=100)
     ap.add_argument("--external-data", action="store_true",
                     help="always keep the transformer's weights in transformer.onnx.data (automatic over 2 GB)")
