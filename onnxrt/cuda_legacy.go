@@ -83,6 +83,7 @@ import "C"
 
 import (
 	"errors"
+	"path/filepath"
 	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
@@ -97,6 +98,11 @@ func appendCUDALegacy(lib string, so *ort.SessionOptions, id int) error {
 	if so == nil {
 		return errors.New("no session options")
 	}
+	// onnxruntime_go v1.27's SessionOptions is exactly one pointer; any other layout (a
+	// later version) is refused rather than read wrongly
+	if unsafe.Sizeof(*so) != unsafe.Sizeof(uintptr(0)) {
+		return errors.New("this onnxruntime_go version's SessionOptions layout is unknown to marspec (onnxrt/cuda_legacy.go)")
+	}
 	ptr := *(*unsafe.Pointer)(unsafe.Pointer(so))
 	cLib := C.CString(lib)
 	defer C.free(unsafe.Pointer(cLib))
@@ -105,7 +111,25 @@ func appendCUDALegacy(lib string, so *ort.SessionOptions, id int) error {
 		return nil
 	}
 	defer C.free(unsafe.Pointer(msg))
-	return errors.New(C.GoString(msg))
+	err := C.GoString(msg)
+	// ONNX Runtime logs why the provider did not load but returns a generic message; loading
+	// the provider again here gives the loader's own reason (a missing or wrong library)
+	if reason := loadError(filepath.Join(filepath.Dir(lib), cudaProviderLib)); reason != "" {
+		err += " (" + reason + ")"
+	}
+	return errors.New(err)
+}
+
+// loadError is why the loader cannot open the library at path ("" if it can).
+func loadError(path string) string {
+	cPath := C.CString(path)
+	defer C.free(unsafe.Pointer(cPath))
+	msg := C.marspec_probe(cPath)
+	if msg == nil {
+		return ""
+	}
+	defer C.free(unsafe.Pointer(msg))
+	return C.GoString(msg)
 }
 
 // cudaLibraries are what libonnxruntime_providers_cuda.so of the GPU build that setup_ort.sh
@@ -118,12 +142,7 @@ var cudaLibraries = []string{"libcuda.so.1", "libcudart.so.13", "libcublasLt.so.
 // reason; "" when all load.
 func probeCUDALibraries() (string, string) {
 	for _, name := range cudaLibraries {
-		cName := C.CString(name)
-		msg := C.marspec_probe(cName)
-		C.free(unsafe.Pointer(cName))
-		if msg != nil {
-			reason := C.GoString(msg)
-			C.free(unsafe.Pointer(msg))
+		if reason := loadError(name); reason != "" {
 			return name, reason
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,5 +85,48 @@ func TestDeviceCUDAWithGPUBuild(t *testing.T) {
 	msg := strings.TrimSpace(stderr)
 	if !strings.Contains(msg, "cannot be loaded") || !strings.Contains(msg, "docs/gpu.md") || strings.Contains(msg, "\n") {
 		t.Errorf("want one line naming the CUDA library that is missing and docs/gpu.md, got %q", msg)
+	}
+}
+
+// With the GPU build and stand-in CUDA libraries (empty shared objects under the right names):
+// the CUDA libraries load, so marspec goes on to the older C API entry (onnxrt/cuda_legacy.go),
+// ONNX Runtime tries the provider, and the error carries the loader's reason.
+func TestDeviceCUDALegacyEntry(t *testing.T) {
+	lib, err := filepath.Abs("../../third_party/onnxruntime-gpu/libonnxruntime.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lib); err != nil {
+		t.Skip("no GPU build in third_party/onnxruntime-gpu (bash scripts/setup_ort.sh --gpu)")
+	}
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc to make stand-in CUDA libraries")
+	}
+	fake := t.TempDir()
+	src := filepath.Join(fake, "empty.c")
+	if err := os.WriteFile(src, []byte("int marspec_stand_in;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcurand.so.10", "libcudnn.so.9"} {
+		if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", filepath.Join(fake, name), src).CombinedOutput(); err != nil {
+			t.Fatalf("gcc: %v\n%s", err, out)
+		}
+	}
+	_, stderr, code := marspec(t, []string{"MARSPEC_ORT_LIB=" + lib, "LD_LIBRARY_PATH=" + fake}, "generate", "--model", "target",
+		"--class", "0", "--n", "1", "--device", "cuda:0", "--out", t.TempDir())
+	if code == 0 {
+		t.Fatal("exit 0 with stand-in CUDA libraries")
+	}
+	var last string // ONNX Runtime logs its own lines first; marspec's error is the last
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if strings.HasPrefix(line, "marspec: ") {
+			last = line
+		}
+	}
+	for _, want := range []string{"--device cuda:0: the CUDA execution provider could not start", "libonnxruntime_providers_cuda.so: undefined symbol", "docs/gpu.md"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("error %q lacks %q (stderr:\n%s)", last, want, stderr)
+		}
 	}
 }
