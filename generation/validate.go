@@ -3,6 +3,7 @@ package generation
 import (
 	crand "crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -138,7 +139,14 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	for _, c := range p.Classes {
 		p.ClassNames = append(p.ClassNames, man.Classes[c])
 	}
-	if p.Options, err = samplingOptions(req, man, pre); err != nil {
+	given := req
+	req = withPreset(req, pre)
+	if p.Options, err = samplingOptions(req, man, Preset{}); err != nil {
+		var fe *FieldError
+		if preset != "" && errors.As(err, &fe) && samplingFieldUnset(given, fe.Field) {
+			return p, fieldErr("preset", preset, "another preset, or set "+fe.Field+" explicitly",
+				fmt.Sprintf("its %s %s does not fit this pack (%s)", fe.Field, fe.Value, fe.Allowed))
+		}
 		return p, err
 	}
 	if mode != ModeSpec {
@@ -163,6 +171,30 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	cfg.Sampling = p.Options
 	p.Spec, p.GammaText = &cfg, gamma
 	return p, nil
+}
+
+// withPreset fills the settings req leaves unset from the preset (explicit settings win), so
+// a preset's values pass the same checks as a request's.
+func withPreset(req Request, pre Preset) Request {
+	if req.NumIter == nil && pre.NumIter > 0 {
+		v := pre.NumIter
+		req.NumIter = &v
+	}
+	return req
+}
+
+// samplingFieldUnset reports whether the sampling setting named field was left unset in req
+// (so a value for it came from the preset).
+func samplingFieldUnset(req Request, field string) bool {
+	switch field {
+	case "num_iter":
+		return req.NumIter == nil
+	case "steps":
+		return req.Steps == nil
+	case "steps_late":
+		return req.StepsLate == nil
+	}
+	return false
 }
 
 // resolveClasses turns ids, names, file-name slugs and "all" into one class per image.
@@ -283,9 +315,6 @@ func samplingOptions(req Request, man *mar.Manifest, pre Preset) (mar.Options, e
 	}
 	if req.Temperature != nil {
 		opt.Temperature = *req.Temperature
-	}
-	if pre.NumIter > 0 {
-		opt.NumIter = pre.NumIter
 	}
 	if req.NumIter != nil {
 		v := *req.NumIter

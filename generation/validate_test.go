@@ -3,6 +3,7 @@ package generation
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -129,13 +130,21 @@ func TestDefaultsAndPresets(t *testing.T) {
 	if p.Options.Seed > MaxSeed {
 		t.Errorf("random seed %d beyond %d", p.Options.Seed, uint64(MaxSeed))
 	}
-	fast, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: "fast"}, cat)
-	if err != nil || fast.Mode != ModeTarget || fast.Options.NumIter != Presets["fast"].NumIter {
-		t.Errorf("fast: %+v %v", fast, err)
-	}
-	over, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: "fast", NumIter: i(2)}, cat)
-	if err != nil || over.Options.NumIter != 2 {
-		t.Errorf("an explicit num_iter must win over the preset: %+v %v", over.Options, err)
+	// a preset's values pass the request's checks: AR steps beyond the 6 tokens of the test
+	// packs are refused naming the preset, and an explicit num_iter wins
+	for _, name := range PresetNames() {
+		pre := Presets[name]
+		if pre.Mode == ModeSpec || pre.NumIter <= cat.Target.SeqLen() {
+			continue
+		}
+		_, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: name}, cat)
+		if Field(err) != "preset" || !strings.Contains(err.Error(), fmt.Sprintf("its num_iter %d does not fit this pack", pre.NumIter)) {
+			t.Errorf("%s on a 6-token pack: %v", name, err)
+		}
+		over, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: name, NumIter: i(2)}, cat)
+		if err != nil || over.Mode != pre.Mode || over.Options.NumIter != 2 {
+			t.Errorf("%s: an explicit num_iter must win over the preset: %+v %v", name, over.Options, err)
+		}
 	}
 	exact, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: "exact"}, cat)
 	if err != nil || exact.Spec == nil || exact.Spec.Acceptance.String() != "exact" {
