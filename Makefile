@@ -3,7 +3,7 @@ GO ?= go
 ORT_LIB := third_party/onnxruntime/libonnxruntime.so
 PY := /usr/bin/python3
 
-.PHONY: setup build run test bench train export fixtures gpu-setup gpu-parts gpu-bench gpu-bench-tiny official-packs
+.PHONY: setup build run demo test bench train export fixtures gpu-setup gpu-parts gpu-bench gpu-bench-tiny official-packs
 
 $(ORT_LIB):
 	bash scripts/setup_ort.sh
@@ -13,10 +13,14 @@ setup: $(ORT_LIB)
 build:
 	$(GO) build -o bin/marspec ./cmd/marspec
 
-# Generate a grid of all 10 classes with the embedded target model.
+# Serve the embedded models: REST API and gallery at http://127.0.0.1:8080 (data in ./data).
 run: setup build
-	./bin/marspec generate --model target --class all --n 4 --seed 1 --out out/run --overwrite
-	@echo "grid: out/run-grid.png"
+	./bin/marspec serve --addr 127.0.0.1:8080 --data-dir data
+
+# A grid of all 10 classes with the default settings, no server.
+demo: setup build
+	./bin/marspec generate --class all --n 4 --seed 1 --out out/demo --overwrite
+	@echo "grid: out/demo-grid.png"
 
 test: setup
 	$(GO) vet ./...
