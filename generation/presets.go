@@ -7,6 +7,8 @@ import "sort"
 type Preset struct {
 	Mode       string
 	NumIter    int    // target/draft modes; 0 = one token per step
+	Steps      int    // diffusion steps; 0 = the pack's
+	StepsLate  int    // diffusion steps of the last AR step (annealing); 0 = off
 	Gamma      string // spec mode
 	Verify     string
 	Acceptance string

@@ -180,6 +180,14 @@ func withPreset(req Request, pre Preset) Request {
 		v := pre.NumIter
 		req.NumIter = &v
 	}
+	if req.Steps == nil && pre.Steps > 0 {
+		v := pre.Steps
+		req.Steps = &v
+	}
+	if req.StepsLate == nil && pre.StepsLate > 0 {
+		v := pre.StepsLate
+		req.StepsLate = &v
+	}
 	return req
 }
 

@@ -73,6 +73,7 @@ func denoiseRows(z, zu []float32, n, width, steps, dim int, guided bool, seed ui
 func TestFusedMatchesPerStep(t *testing.T) {
 	for _, pack := range []string{"../models/target", "../models/draft"} {
 		m := openPack(t, pack)
+		m.Head.(*ONNXHead).useLoop = true // the CPU default is the per-step path
 		if m.Head.(*ONNXHead).HeadLoop() == nil {
 			t.Fatalf("%s: the pack has no head_loop graph", pack)
 		}
@@ -161,4 +162,19 @@ func TestFusedWithoutClipping(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareTokens(t, "no clipping", want, got, make([]diffusion.Trace, n), make([]diffusion.Trace, n))
+}
+
+// The CPU keeps the per-step path, CUDA takes the fused graph, and the environment overrides.
+func TestHeadLoopWanted(t *testing.T) {
+	cuda := onnxrt.Device{CUDA: true}
+	for _, c := range []struct {
+		env  string
+		dev  onnxrt.Device
+		want bool
+	}{{"", onnxrt.CPU, false}, {"", cuda, true}, {"on", onnxrt.CPU, true}, {"off", cuda, false}} {
+		t.Setenv("MARSPEC_HEAD_LOOP", c.env)
+		if got := headLoopWanted(c.dev); got != c.want {
+			t.Errorf("MARSPEC_HEAD_LOOP=%q on %v: %v, want %v", c.env, c.dev, got, c.want)
+		}
+	}
 }

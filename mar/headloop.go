@@ -2,6 +2,7 @@ package mar
 
 import (
 	"fmt"
+	"os"
 
 	"marspec/onnxrt"
 )
@@ -89,10 +90,35 @@ type LoopHead interface {
 	HeadLoop() LoopRunner // nil when the pack has none
 }
 
-// HeadLoop is the pack's fused graph, or nil.
+// HeadLoop is the fused graph when sampling should use it, or nil.
 func (h *ONNXHead) HeadLoop() LoopRunner {
+	if !h.useLoop {
+		return nil
+	}
+	return h.FusedLoop()
+}
+
+// FusedLoop is the pack's fused graph whether or not sampling uses it (bench --profile
+// compares both paths), or nil.
+func (h *ONNXHead) FusedLoop() LoopRunner {
 	if h.loop == nil {
 		return nil // not a typed nil, which callers would take for a graph
 	}
 	return h.loop
+}
+
+// headLoopWanted decides whether sampling uses a pack's fused reverse diffusion. Measured on
+// the CPU (docs/BENCHMARKS.md, bench --profile), ONNX Runtime's Loop costs more per iteration
+// than a separate call per step costs in fixed overhead: the fused graph was 0.80x at batch 1
+// and 0.99-1.06x at batch 32, so the CPU keeps the per-step path. On CUDA, where each step's
+// call also pays kernel launches and copies, it is used. MARSPEC_HEAD_LOOP=on or off overrides
+// either choice (the tokens are the same either way, TestFusedMatchesPerStep).
+func headLoopWanted(dev onnxrt.Device) bool {
+	switch os.Getenv("MARSPEC_HEAD_LOOP") {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return dev.CUDA
 }

@@ -249,6 +249,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			head.Close()
 			return nil, err
 		}
+		head.useLoop = headLoopWanted(opt.Device)
 	}
 	if tok == nil { // the decoder graph is a session too: opened last, closed with the others on failure
 		if tok, err = NewONNXDecoder(p.Decoder, p.Manifest, opt, p.Source+"/"+p.Manifest.Tokenizer.Graph); err != nil {

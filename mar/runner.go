@@ -64,6 +64,8 @@ type ONNXHead struct {
 	*onnxrt.Graph
 	dim, width int
 	loop       *HeadLoop
+	// useLoop says whether sampling takes the fused graph (see headLoopWanted).
+	useLoop bool
 }
 
 // Close releases both graphs.

@@ -79,14 +79,15 @@ type pathProfile struct {
 }
 
 func runProfile(m *mar.Model, pf profileFlags, steps int, threads int) error {
-	lh, ok := m.Head.(mar.LoopHead)
-	if !ok || lh.HeadLoop() == nil {
+	// the pack's fused graph, whether or not sampling on this device takes it
+	lh, ok := m.Head.(interface{ FusedLoop() mar.LoopRunner })
+	if !ok || lh.FusedLoop() == nil {
 		return fmt.Errorf("pack %s has no head_loop graph (scripts/fuse_head.py adds one): nothing to compare", m.Manifest.Name)
 	}
 	if pf.images < 1 || pf.rounds < 1 {
 		return fmt.Errorf("--images and --rounds must be at least 1")
 	}
-	onnxTr, onnxHead, loop := m.Transformer, m.Head, lh.HeadLoop()
+	onnxTr, onnxHead, loop := m.Transformer, m.Head, lh.FusedLoop()
 	defer func() { m.Transformer, m.Head = onnxTr, onnxHead }()
 	opt := mar.Options{Seed: 1, CFG: pf.cfg, NumIter: pf.numIter, Steps: steps, Batch: pf.batch}
 	if err := m.Validate(&opt); err != nil {
