@@ -126,3 +126,28 @@ func TestDefaultPresetRules(t *testing.T) {
 		}
 	}
 }
+
+// A preset's diffusion steps and annealing reach the plan unless the request sets them, and
+// pass the same checks.
+func TestPresetSteps(t *testing.T) {
+	_, cat := TestModels()
+	Presets["test-steps"] = Preset{Mode: ModeTarget, NumIter: 3, Steps: 8, StepsLate: 4}
+	defer delete(Presets, "test-steps")
+	req := func(edit func(*api.GenerateRequest)) api.GenerateRequest {
+		r := api.GenerateRequest{Class: api.Classes{"0"}, Preset: "test-steps"}
+		if edit != nil {
+			edit(&r)
+		}
+		return r
+	}
+	p, err := Validate(req(nil), cat)
+	if err != nil || p.Options.NumIter != 3 || p.Options.Steps != 8 || p.Options.StepsLate != 4 {
+		t.Fatalf("preset steps: %+v %v", p.Options, err)
+	}
+	if p, err := Validate(req(func(r *api.GenerateRequest) { r.Steps = i(9) }), cat); err != nil || p.Options.Steps != 9 || p.Options.StepsLate != 4 {
+		t.Fatalf("explicit steps: %+v %v", p.Options, err)
+	}
+	if _, err := Validate(req(func(r *api.GenerateRequest) { r.Steps = i(2) }), cat); Field(err) != "preset" || !strings.Contains(err.Error(), "steps_late 4") {
+		t.Fatalf("late steps above explicit steps: %v", err)
+	}
+}

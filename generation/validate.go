@@ -145,7 +145,7 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 		var fe *FieldError
 		if preset != "" && errors.As(err, &fe) && samplingFieldUnset(given, fe.Field) {
 			return p, fieldErr("preset", preset, "another preset, or set "+fe.Field+" explicitly",
-				fmt.Sprintf("its %s %s does not fit this pack (%s)", fe.Field, fe.Value, fe.Allowed))
+				fmt.Sprintf("its %s %s does not fit (%s)", fe.Field, fe.Value, fe.Allowed))
 		}
 		return p, err
 	}

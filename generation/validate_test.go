@@ -138,7 +138,7 @@ func TestDefaultsAndPresets(t *testing.T) {
 			continue
 		}
 		_, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: name}, cat)
-		if Field(err) != "preset" || !strings.Contains(err.Error(), fmt.Sprintf("its num_iter %d does not fit this pack", pre.NumIter)) {
+		if Field(err) != "preset" || !strings.Contains(err.Error(), fmt.Sprintf("its num_iter %d does not fit", pre.NumIter)) {
 			t.Errorf("%s on a 6-token pack: %v", name, err)
 		}
 		over, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: name, NumIter: i(2)}, cat)
