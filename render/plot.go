@@ -15,6 +15,9 @@ type Series struct {
 	Name   string
 	X, Y   []float64
 	Points bool // draw markers only (a scatter), not a line
+	// Labels, when set, name each point on the chart itself (one per point) instead of a
+	// legend entry: many single points with a legend would repeat the palette's colours.
+	Labels []string
 }
 
 // Chart writes a PNG chart of the series with the given title and axis labels.
@@ -61,7 +64,22 @@ func chart(path, title, xLabel, yLabel string, series []Series, logX bool) error
 		}
 		sc.Color = c
 		p.Add(sc)
-		p.Legend.Add(s.Name, sc)
+		if len(s.Labels) > 0 {
+			if len(s.Labels) != len(pts) {
+				return fmt.Errorf("chart %s: series %s has %d labels for %d points", title, s.Name, len(s.Labels), len(pts))
+			}
+			labels, err := plotter.NewLabels(plotter.XYLabels{XYs: pts, Labels: s.Labels})
+			if err != nil {
+				return err
+			}
+			for i := range labels.TextStyle {
+				labels.TextStyle[i].Font.Size = vg.Points(7)
+			}
+			labels.Offset = vg.Point{X: vg.Points(3), Y: vg.Points(2)}
+			p.Add(labels)
+		} else {
+			p.Legend.Add(s.Name, sc)
+		}
 		if !s.Points {
 			line, err := plotter.NewLine(pts)
 			if err != nil {
@@ -72,5 +90,11 @@ func chart(path, title, xLabel, yLabel string, series []Series, logX bool) error
 		}
 	}
 	p.Legend.Top = true
-	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+	for _, s := range series {
+		if len(s.Labels) > 0 {
+			// labelled points crowd the fast (right) end of a speed axis; slow and bad is rare
+			p.Legend.Left = true
+		}
+	}
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }

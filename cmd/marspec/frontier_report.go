@@ -88,14 +88,16 @@ func frontierTable(s frontierSettings, rows []frontierRow) string {
 // plotFrontier draws FID against images/s (log x), every configuration a point, the Pareto
 // frontier a line.
 func plotFrontier(path string, s frontierSettings, rows []frontierRow) error {
-	var series []render.Series
+	points := render.Series{Name: "configurations", Points: true}
 	var front []frontierRow
 	for _, r := range rows {
-		series = append(series, render.Series{Name: r.Config, X: []float64{r.ImagesPerSec}, Y: []float64{r.FID}, Points: true})
+		points.X, points.Y = append(points.X, r.ImagesPerSec), append(points.Y, r.FID)
+		points.Labels = append(points.Labels, shortConfig(r.Config))
 		if r.Pareto {
 			front = append(front, r)
 		}
 	}
+	series := []render.Series{points}
 	sort.Slice(front, func(i, j int) bool { return front[i].ImagesPerSec < front[j].ImagesPerSec })
 	line := render.Series{Name: " Pareto frontier"}
 	for _, r := range front {
@@ -104,4 +106,12 @@ func plotFrontier(path string, s frontierSettings, rows []frontierRow) error {
 	series = append(series, line)
 	title := fmt.Sprintf("speed vs quality, N=%d, cfg %g", s.N, s.CFG)
 	return render.ChartLogX(path, title, "images/s (log)", "FID (lower is better)", series)
+}
+
+// shortConfig is a configuration's label on the plot: target:num_iter=7:anneal=10 becomes
+// "it7 anneal10", spec:verify=group:acceptance=exact:gamma=4 "spec group exact g4".
+func shortConfig(c string) string {
+	r := strings.NewReplacer("target:", "", "num_iter=", "it", "verify=", "", "acceptance=", "",
+		"gamma=", "g", "draft=", "draft ", "rejection=", "rej ", "tolerance=", "tol ", "steps=", "s", "=", "", ":", " ")
+	return r.Replace(c)
 }
