@@ -24,6 +24,7 @@ type GenerateRequest struct {
 	Temperature    *float64 `json:"temperature,omitempty"`
 	NumIter        *int     `json:"num_iter,omitempty"`
 	Steps          *int     `json:"steps,omitempty"`
+	StepsLate      *int     `json:"steps_late,omitempty"` // diffusion steps of the last AR step (annealing); 0 = off
 	FinalStepNoise *bool    `json:"final_step_noise,omitempty"`
 
 	// speculative decoding (mode spec)

@@ -26,6 +26,7 @@ func TestValidateRequestExtras(t *testing.T) {
 		{"rejection", "rejection", func(r *Request) { r.Rejection = "maybe" }},
 		{"steps_late negative", "steps_late", func(r *Request) { r.StepsLate = i(-1) }},
 		{"steps_late above steps", "steps_late", func(r *Request) { r.Steps = i(5); r.StepsLate = i(6) }},
+		{"steps_late in spec mode", "steps_late", func(r *Request) { r.Mode = ModeSpec; r.StepsLate = i(10) }},
 		{"self-draft in draft mode", "draft", func(r *Request) { r.Mode = ModeDraft; r.SelfDraft = true }},
 		{"tolerance in target mode", "tolerance", func(r *Request) { r.Mode = ModeTarget; r.Tolerance = f64(0.5) }},
 	}

@@ -53,14 +53,13 @@ type Plan struct {
 func (p Plan) Images() int { return len(p.Classes) }
 
 // Request is what a caller asks for: the wire request, plus the settings only the CLI and
-// offline runs offer (self-drafting, the lossy knobs, step annealing), which the service does
+// offline runs offer (self-drafting and the lossy knobs), which the service does
 // not expose. Nil pointers and empty strings mean "the default".
 type Request struct {
 	api.GenerateRequest
 	SelfDraft bool     // spec: the target drafts from its own previous pass (no draft pack)
 	Rejection string   // spec: what replaces a rejected draft: residual (default) or target
 	Tolerance *float64 // spec: acceptance tolerance in nats; 0 = off
-	StepsLate *int     // diffusion steps of the last AR step (annealing); 0 = off
 	// NGiven says N was given explicitly (a command-line flag): 0 is then refused instead of
 	// meaning the default of one image per class.
 	NGiven bool
@@ -160,6 +159,9 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	}
 	if p.Options.NumIter != L {
 		return p, fieldErr("num_iter", p.Options.NumIter, fmt.Sprintf("omit it, or %d", L), "spec mode decodes one token per AR step")
+	}
+	if p.Options.StepsLate != 0 { // the draft/target densities assume one step count for all tokens
+		return p, fieldErr("steps_late", p.Options.StepsLate, "omit it, or 0", "spec mode samples every token with the same diffusion steps")
 	}
 	if !req.SelfDraft {
 		p.DraftPack = cat.DraftPack
