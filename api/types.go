@@ -229,6 +229,10 @@ type Models struct {
 	Models  []Model  `json:"models"`
 	Presets []string `json:"presets"`
 	Modes   []string `json:"modes"`
+	// DefaultPreset is what a request naming neither preset nor mode runs with ("" = spec).
+	DefaultPreset string `json:"default_preset,omitempty"`
+	// PresetAbout says what each preset runs and what it measured (docs/FRONTIER.md).
+	PresetAbout map[string]string `json:"preset_about,omitempty"`
 }
 
 // ErrorBody is every error response: a message and, for bad input, the field at fault.

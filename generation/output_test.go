@@ -62,7 +62,7 @@ func TestGridPathAndFileTargets(t *testing.T) {
 
 func TestSaveImagesGridAndHeatmap(t *testing.T) {
 	models, cat := TestModels()
-	plan, err := Validate(api.GenerateRequest{Class: api.Classes{"t-shirt-top", "2"}, N: 2, Seed: u64(9)}, cat)
+	plan, err := Validate(api.GenerateRequest{Class: api.Classes{"t-shirt-top", "2"}, N: 2, Seed: u64(9), Mode: ModeSpec}, cat)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func TestGeneratorModesAndChunks(t *testing.T) {
 
 func TestAcceptanceRates(t *testing.T) {
 	models, cat := TestModels()
-	plan, err := Validate(api.GenerateRequest{Class: api.Classes{"all"}, Seed: u64(1)}, cat)
+	plan, err := Validate(api.GenerateRequest{Class: api.Classes{"all"}, Seed: u64(1), Mode: ModeSpec}, cat)
 	if err != nil {
 		t.Fatal(err)
 	}

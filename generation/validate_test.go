@@ -46,7 +46,7 @@ func TestValidateRejects(t *testing.T) {
 		{"unknown preset", "preset", func(r *api.GenerateRequest) { r.Preset = "turbo" }},
 		{"preset conflicts with mode", "mode", func(r *api.GenerateRequest) { r.Preset = "exact"; r.Mode = "target" }},
 		{"num_iter too big", "num_iter", func(r *api.GenerateRequest) { r.Mode = "target"; r.NumIter = i(7) }},
-		{"num_iter in spec mode", "num_iter", func(r *api.GenerateRequest) { r.NumIter = i(3) }},
+		{"num_iter in spec mode", "num_iter", func(r *api.GenerateRequest) { r.Mode = ModeSpec; r.NumIter = i(3) }},
 		{"steps negative", "steps", func(r *api.GenerateRequest) { r.Steps = i(-1) }},
 		{"steps too many", "steps", func(r *api.GenerateRequest) { r.Steps = i(1001) }},
 		{"seed too big", "seed", func(r *api.GenerateRequest) { r.Seed = u64(1 << 60) }},
@@ -119,7 +119,8 @@ func TestClassNamesAndSlugs(t *testing.T) {
 
 func TestDefaultsAndPresets(t *testing.T) {
 	_, cat := TestModels()
-	p, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}}, cat)
+	// spec mode's own defaults (the default preset, TestDefaultPreset, may run another mode)
+	p, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Mode: ModeSpec}, cat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestDefaultsAndPresets(t *testing.T) {
 
 func TestPNGCarriesParameters(t *testing.T) {
 	models, cat := TestModels()
-	p, err := Validate(api.GenerateRequest{Class: api.Classes{"1"}, Seed: u64(42), N: 2}, cat)
+	p, err := Validate(api.GenerateRequest{Class: api.Classes{"1"}, Seed: u64(42), N: 2, Mode: ModeSpec}, cat)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,11 @@ func (s *Server) image(c *gin.Context) {
 }
 
 func (s *Server) models(c *gin.Context) {
-	out := api.Models{Presets: generation.PresetNames(), Modes: []string{generation.ModeTarget, generation.ModeDraft, generation.ModeSpec}}
+	out := api.Models{Presets: generation.PresetNames(), Modes: []string{generation.ModeTarget, generation.ModeDraft, generation.ModeSpec},
+		DefaultPreset: generation.DefaultPreset, PresetAbout: map[string]string{}}
+	for name, p := range generation.Presets {
+		out.PresetAbout[name] = p.About
+	}
 	if man := s.cat.Target; man != nil {
 		out.Models = append(out.Models, wireModel("target", man, s.cat.MaxImages))
 	}

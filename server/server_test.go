@@ -20,7 +20,7 @@ import (
 func TestGenerateWaitFetchAndImages(t *testing.T) {
 	ts := start(t, "", false, nil)
 	ctx := t.Context()
-	g, err := ts.client.Generate(ctx, api.GenerateRequest{Class: api.Classes{"trouser", "0"}, N: 2}, 15*time.Second)
+	g, err := ts.client.Generate(ctx, api.GenerateRequest{Class: api.Classes{"trouser", "0"}, N: 2, Mode: "spec"}, 15*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestModelsHealthReadyMetricsOpenAPIAndUI(t *testing.T) {
 	if err := ts.client.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ts.client.Generate(ctx, api.GenerateRequest{Class: api.Classes{"0"}, N: 3}, 15*time.Second); err != nil {
+	if _, err := ts.client.Generate(ctx, api.GenerateRequest{Class: api.Classes{"0"}, N: 3, Mode: "spec"}, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	text, err := ts.client.Metrics(ctx)

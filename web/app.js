@@ -28,7 +28,11 @@ async function start() {
     $("#c-class").appendChild(el("option", { value: i }, name));
     $("#g-class").appendChild(el("option", { value: i }, name));
   });
-  for (const p of app.models.presets || []) $("#f-preset").appendChild(el("option", { value: p }, p));
+  const about = app.models.preset_about || {};
+  for (const p of app.models.presets || []) $("#f-preset").appendChild(el("option", { value: p, title: about[p] || "" }, p));
+  const def = $("#f-preset").querySelector('option[value=""]');
+  def.textContent = app.models.default_preset ? `default (${app.models.default_preset})` : "default (speculative)";
+  def.title = about[app.models.default_preset] || "";
   for (const m of app.models.modes || []) {
     $("#f-mode").appendChild(el("option", { value: m }, m));
     $("#g-mode").appendChild(el("option", { value: m }, m));

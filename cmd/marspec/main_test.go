@@ -125,7 +125,7 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 		{"bench threads -2", nil, []string{"bench", "--threads", "-2"}, "threads -2: out of range"},
 		{"max resample tries 0", nil, []string{"generate", "--max-resample-tries", "0", "--out", out}, "max_resample_tries 0: out of range"},
 		{"heatmap of a target-only run", nil, []string{"generate", "--model", "target", "--heatmap", filepath.Join(out, "h.png"), "--out", out}, "no acceptance map"},
-		{"heatmap into a missing folder", nil, []string{"generate", "--heatmap", "/no/such/dir/h.png", "--out", out}, "folder /no/such/dir does not exist"},
+		{"heatmap into a missing folder", nil, []string{"generate", "--mode", "spec", "--heatmap", "/no/such/dir/h.png", "--out", out}, "folder /no/such/dir does not exist"},
 		{"self-draft without a draft mode", nil, []string{"generate", "--mode", "draft", "--draft", "self", "--out", out}, "draft"},
 		{"unknown flag", nil, []string{"generate", "--bogus"}, "flag provided but not defined: -bogus (marspec generate -h lists the flags)"},
 		{"stray argument", nil, []string{"generate", "7"}, `unexpected argument "7"`},

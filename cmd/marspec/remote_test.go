@@ -37,7 +37,7 @@ func TestGenerateRemoteWritesTheServersImages(t *testing.T) {
 	url := remoteTestServer(t, "tok")
 	out := t.TempDir()
 	seed := uint64(12)
-	req := api.GenerateRequest{Class: api.Classes{"trouser", "2"}, N: 2, Seed: &seed}
+	req := api.GenerateRequest{Class: api.Classes{"trouser", "2"}, N: 2, Seed: &seed, Mode: "spec"}
 	var progress bytes.Buffer
 	g, files, err := generateRemote(t.Context(), url, "tok", req, out, &progress)
 	if err != nil {
