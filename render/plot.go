@@ -68,15 +68,35 @@ func chart(path, title, xLabel, yLabel string, series []Series, logX bool) error
 			if len(s.Labels) != len(pts) {
 				return fmt.Errorf("chart %s: series %s has %d labels for %d points", title, s.Name, len(s.Labels), len(pts))
 			}
-			labels, err := plotter.NewLabels(plotter.XYLabels{XYs: pts, Labels: s.Labels})
-			if err != nil {
-				return err
+			// neighbours along x take turns above and below their point, so that close points'
+			// labels do not print over each other
+			order := make([]int, len(pts))
+			for k := range order {
+				order[k] = k
 			}
-			for i := range labels.TextStyle {
-				labels.TextStyle[i].Font.Size = vg.Points(7)
+			sort.Slice(order, func(a, b int) bool { return pts[order[a]].X < pts[order[b]].X })
+			var sides [2]plotter.XYLabels
+			for rank, k := range order {
+				sides[rank%2].XYs = append(sides[rank%2].XYs, pts[k])
+				sides[rank%2].Labels = append(sides[rank%2].Labels, s.Labels[k])
 			}
-			labels.Offset = vg.Point{X: vg.Points(3), Y: vg.Points(2)}
-			p.Add(labels)
+			for side, xy := range sides {
+				if len(xy.XYs) == 0 {
+					continue
+				}
+				labels, err := plotter.NewLabels(xy)
+				if err != nil {
+					return err
+				}
+				for i := range labels.TextStyle {
+					labels.TextStyle[i].Font.Size = vg.Points(7)
+				}
+				labels.Offset = vg.Point{X: vg.Points(3), Y: vg.Points(3)}
+				if side == 1 {
+					labels.Offset.Y = vg.Points(-9)
+				}
+				p.Add(labels)
+			}
 		} else {
 			p.Legend.Add(s.Name, sc)
 		}

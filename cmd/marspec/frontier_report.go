@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -90,7 +91,18 @@ func frontierTable(s frontierSettings, rows []frontierRow) string {
 func plotFrontier(path string, s frontierSettings, rows []frontierRow) error {
 	points := render.Series{Name: "configurations", Points: true}
 	var front []frontierRow
+	// a point far above the reference (a draft alone) would squeeze the rest into a line: it
+	// stays in the table and is named in the title instead
+	var off []string
+	limit := math.Inf(1)
+	if ref := referenceRow(rows, s); ref != nil {
+		limit = 1.5 * ref.FID
+	}
 	for _, r := range rows {
+		if r.FID > limit {
+			off = append(off, fmt.Sprintf("%s FID %.1f", shortConfig(r.Config), r.FID))
+			continue
+		}
 		points.X, points.Y = append(points.X, r.ImagesPerSec), append(points.Y, r.FID)
 		points.Labels = append(points.Labels, shortConfig(r.Config))
 		if r.Pareto {
@@ -105,6 +117,9 @@ func plotFrontier(path string, s frontierSettings, rows []frontierRow) error {
 	}
 	series = append(series, line)
 	title := fmt.Sprintf("speed vs quality, N=%d, cfg %g", s.N, s.CFG)
+	if len(off) > 0 {
+		title += " (off the chart: " + strings.Join(off, ", ") + ")"
+	}
 	return render.ChartLogX(path, title, "images/s (log)", "FID (lower is better)", series)
 }
 
