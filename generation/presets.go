@@ -5,14 +5,17 @@ import "sort"
 // Preset is a named bundle of settings. Fields a request sets explicitly win over the preset's;
 // a request's mode must agree with the preset's.
 type Preset struct {
-	Mode       string
-	NumIter    int    // target/draft modes; 0 = one token per step
-	Steps      int    // diffusion steps; 0 = the pack's
-	StepsLate  int    // diffusion steps of the last AR step (annealing); 0 = off
-	Gamma      string // spec mode
-	Verify     string
-	Acceptance string
-	About      string
+	Mode      string
+	NumIter   int // target/draft modes; 0 = one token per step
+	Steps     int // diffusion steps; 0 = the pack's
+	StepsLate int // diffusion steps of the last AR step (annealing); 0 = off
+	// FinalStepNoise gives the last diffusion step its variance, as every frontier
+	// configuration was measured (docs/FRONTIER.md); false leaves the request's default.
+	FinalStepNoise bool
+	Gamma          string // spec mode
+	Verify         string
+	Acceptance     string
+	About          string
 }
 
 // Presets is the one table of named presets, chosen from the speed/quality frontier measured
@@ -22,11 +25,11 @@ type Preset struct {
 // The rule for the default: the fastest Pareto point whose FID stays within the reference's
 // sampling noise (the two-sample FID between two seeds of the target, 0.99 at this N).
 var Presets = map[string]Preset{
-	"fast": {Mode: ModeTarget, NumIter: 4, Steps: 25,
+	"fast": {Mode: ModeTarget, NumIter: 4, Steps: 25, FinalStepNoise: true,
 		About: "target alone, 4 AR steps, 25 diffusion steps: 8.0x the one-token-per-step target, FID +0.7 (within noise)"},
-	"balanced": {Mode: ModeTarget, NumIter: 4,
+	"balanced": {Mode: ModeTarget, NumIter: 4, FinalStepNoise: true,
 		About: "target alone, 4 AR steps: 5.1x the one-token-per-step target, FID 1.5 better"},
-	"quality": {Mode: ModeTarget, NumIter: 7,
+	"quality": {Mode: ModeTarget, NumIter: 7, FinalStepNoise: true,
 		About: "target alone, 7 AR steps: 4.0x the one-token-per-step target, the best FID measured (2.4 better)"},
 	"exact": {Mode: ModeSpec, Verify: "prefix", Acceptance: "exact",
 		About: "speculative decoding, lossless with respect to the one-token-per-step target (0.66x its speed on a CPU)"},

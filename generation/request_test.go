@@ -132,7 +132,7 @@ func TestDefaultPresetRules(t *testing.T) {
 // pass the same checks.
 func TestPresetSteps(t *testing.T) {
 	_, cat := TestModels()
-	Presets["test-steps"] = Preset{Mode: ModeTarget, NumIter: 3, Steps: 8, StepsLate: 4}
+	Presets["test-steps"] = Preset{Mode: ModeTarget, NumIter: 3, Steps: 8, StepsLate: 4, FinalStepNoise: true}
 	defer delete(Presets, "test-steps")
 	req := func(edit func(*api.GenerateRequest)) api.GenerateRequest {
 		r := api.GenerateRequest{Class: api.Classes{"0"}, Preset: "test-steps"}
@@ -142,8 +142,12 @@ func TestPresetSteps(t *testing.T) {
 		return r
 	}
 	p, err := Validate(req(nil), cat)
-	if err != nil || p.Options.NumIter != 3 || p.Options.Steps != 8 || p.Options.StepsLate != 4 {
+	if err != nil || p.Options.NumIter != 3 || p.Options.Steps != 8 || p.Options.StepsLate != 4 || !p.Options.FinalStepNoise {
 		t.Fatalf("preset steps: %+v %v", p.Options, err)
+	}
+	off := false
+	if p, err := Validate(req(func(r *api.GenerateRequest) { r.FinalStepNoise = &off }), cat); err != nil || p.Options.FinalStepNoise {
+		t.Fatalf("explicit final_step_noise false must win over the preset: %+v %v", p.Options, err)
 	}
 	if p, err := Validate(req(func(r *api.GenerateRequest) { r.Steps = i(9) }), cat); err != nil || p.Options.Steps != 9 || p.Options.StepsLate != 4 {
 		t.Fatalf("explicit steps: %+v %v", p.Options, err)

@@ -190,6 +190,10 @@ func withPreset(req Request, pre Preset) Request {
 		v := pre.StepsLate
 		req.StepsLate = &v
 	}
+	if req.FinalStepNoise == nil && pre.FinalStepNoise {
+		v := true
+		req.FinalStepNoise = &v
+	}
 	return req
 }
 
