@@ -18,6 +18,31 @@ def load(split="train"):
     return images, labels.astype(np.int64)
 
 
+def load_generated(folders):
+    """Images written by `marspec generate` (NNNN_classC_slug.png, 28x28 grey) and their class
+    labels, read back from the file names: a target's samples, for distilling a draft."""
+    import os
+    import re
+
+    from PIL import Image
+
+    name = re.compile(r"^\d+_class(\d+)_.*\.png$")
+    images, labels = [], []
+    for folder in folders:
+        for f in sorted(os.listdir(folder)):
+            m = name.match(f)
+            if not m:
+                continue
+            img = np.asarray(Image.open(os.path.join(folder, f)).convert("L"), dtype=np.uint8)
+            if img.shape != (28, 28):
+                raise ValueError(f"{folder}/{f}: {img.shape}, want 28x28")
+            images.append(img)
+            labels.append(int(m.group(1)))
+    if not images:
+        raise ValueError(f"no NNNN_classC_*.png images in {folders}")
+    return np.stack(images), np.array(labels, dtype=np.int64)
+
+
 def tokenize(images_u8):
     """[N,28,28] uint8 -> [N,49,16] float in [-1,1]; token[i*4+j] = pixel[gy*4+i][gx*4+j]."""
     import torch  # here, so loading images needs only numpy

@@ -39,6 +39,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--data", default="", help="comma-separated folders of marspec-generated PNGs "
+                    "(NNNN_classC_*.png) to train on instead of Fashion-MNIST: distilling a draft "
+                    "from the target's samples")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -47,7 +50,11 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     dev = torch.device(args.device)
 
-    images, labels = fmnist.load("train")
+    if args.data:
+        images, labels = fmnist.load_generated(args.data.split(","))
+        print(f"training on {len(images)} generated images from {args.data}", flush=True)
+    else:
+        images, labels = fmnist.load("train")
     tokens = fmnist.tokenize(images).to(dev)
     labels_t = torch.from_numpy(labels).to(dev)
     n, L, D = tokens.shape
