@@ -17,25 +17,8 @@ import tempfile
 
 import torch
 
+from graphs import HeadGraph, TransformerGraph
 import mar_official as mo
-
-
-class TransformerGraph(torch.nn.Module):
-    def __init__(self, mar):
-        super().__init__()
-        self.mar = mar
-
-    def forward(self, tokens, mask, class_ids, drop_class):
-        return self.mar.forward_keep(tokens, mask, class_ids, drop_class)
-
-
-class HeadGraph(torch.nn.Module):
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-
-    def forward(self, x_t, t, z):
-        return self.net(x_t, t, z)
 
 
 def load_mar(path, preset, weights):

@@ -2,11 +2,9 @@ package main
 
 import (
 	"flag"
-	"os"
-	"path"
 
+	"marspec/generation"
 	"marspec/mar"
-	"marspec/models"
 	"marspec/onnxrt"
 )
 
@@ -57,19 +55,9 @@ func (rt *runtimeFlags) sessionOptions() (onnxrt.SessionOptions, error) {
 	return onnxrt.SessionOptions{Device: rt.device, IntraOpThreads: rt.threads}, nil
 }
 
-// loadPack resolves a pack name: "target" and "draft" are the embedded packs, unless a folder
-// of that name exists; anything else is a folder.
-func loadPack(name string) (*mar.Pack, error) {
-	if name == "target" || name == "draft" {
-		if st, err := os.Stat(name); err != nil || !st.IsDir() {
-			return mar.LoadPackFS(models.FS, name, path.Join("embedded", name))
-		}
-	}
-	return mar.LoadPackDir(name)
-}
-
+// open loads a pack (generation.LoadPack: embedded name or folder) and opens its graphs.
 func (rt *runtimeFlags) open(name string) (*mar.Model, error) {
-	pack, err := loadPack(name)
+	pack, err := generation.LoadPack(name)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,23 @@
+"""The two graphs a pack holds, as the modules torch.onnx exports: the MAR transformer with the
+pack's input names (tokens, mask, class ids, class-drop flags -> z for every position) and the
+diffusion head (x_t, t, z -> the head's output). Shared by export.py (the Fashion-MNIST
+models) and export_mar.py (official MAR checkpoints)."""
+import torch
+
+
+class TransformerGraph(torch.nn.Module):
+    def __init__(self, mar):
+        super().__init__()
+        self.mar = mar
+
+    def forward(self, tokens, mask, class_ids, drop_class):
+        return self.mar.forward_keep(tokens, mask, class_ids, drop_class)
+
+
+class HeadGraph(torch.nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x_t, t, z):
+        return self.net(x_t, t, z)
