@@ -15,6 +15,13 @@ from graphs import HeadGraph, TransformerGraph
 from marmodel import MAR
 
 
+def training_data(args):
+    """What the checkpoint was trained on: Fashion-MNIST, or generated images (train.py --data)."""
+    if args.get("data"):
+        return "generated images: " + args["data"]
+    return "fashion-mnist train (60k)"
+
+
 def load_model(ckpt_path):
     ck = torch.load(ckpt_path, map_location="cpu")
     cfg = ck["args"]["preset_config"]
@@ -59,7 +66,7 @@ def export(model, ck, name, out, sampling_steps):
         "classes": fmnist.CLASSES,
         "diffusion": {"schedule": "cosine", "training_steps": 1000, "sampling_steps": sampling_steps,
                       "variance": "learned_range", "clip_x0": True},
-        "training": {"dataset": "fashion-mnist train (60k)", "preset": ck["args"]["preset"],
+        "training": {"dataset": training_data(ck["args"]), "preset": ck["args"]["preset"],
                      "config": cfg, "parameters": params, "head_parameters": head_params,
                      "steps": ck["step"], "images_seen": ck["images"],
                      "minutes": round(ck["seconds"] / 60, 1), "batch": ck["args"]["batch"],
