@@ -11,7 +11,6 @@ import (
 
 	"marspec/arsampler"
 	"marspec/generation"
-	"marspec/mar"
 )
 
 // maxImages bounds one request: larger runs belong to offline scoring with its own batching.
@@ -101,7 +100,7 @@ func runGenerate(args []string) error {
 	if batch == 0 {
 		batch = min(64, plan.Images())
 	}
-	res, err := generation.Execute(context.Background(), plan, &openedModels{rt: g.rt}, batch)
+	res, err := generation.Execute(context.Background(), plan, &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads}, batch)
 	if err != nil {
 		return err
 	}
@@ -235,27 +234,6 @@ func (g *generateFlags) request(set map[string]bool, local bool) (generation.Req
 		cat.Draft = p.Manifest
 	}
 	return req, cat, nil
-}
-
-// openedModels opens packs with the command's runtime flags, each once.
-type openedModels struct {
-	rt     *runtimeFlags
-	models map[string]*mar.Model
-}
-
-func (o *openedModels) Model(pack string) (*mar.Model, error) {
-	if m, ok := o.models[pack]; ok {
-		return m, nil
-	}
-	m, err := o.rt.open(pack)
-	if err != nil {
-		return nil, err
-	}
-	if o.models == nil {
-		o.models = map[string]*mar.Model{}
-	}
-	o.models[pack] = m
-	return m, nil
 }
 
 // report prints the run's statistics, as text or as one JSON object.
