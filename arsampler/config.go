@@ -6,6 +6,7 @@ package arsampler
 
 import (
 	"fmt"
+	"math"
 
 	"marspec/align"
 	"marspec/mar"
@@ -114,6 +115,14 @@ type Config struct {
 	// Tolerance lambda >= 0 (nats) relaxes acceptance to min(1, e^lambda * r); 0 = off. Lossy
 	// for lambda > 0 (lossy.go bounds the bias).
 	Tolerance float64
+	// EarlyExit drafts with the target's own first blocks and the pack's trained exit
+	// (earlyexit.go); verification finishes the drafted contexts from their cached hidden
+	// states. Prefix verification, batched schedule only.
+	EarlyExit bool
+	// ExitMaxError bounds an early-exit round's speculation by the exit's confidence: drafting
+	// stops at the first position whose predicted RMS error of the exit's z exceeds it (the
+	// round's gamma is then a ceiling). 0 = no bound.
+	ExitMaxError float64
 }
 
 // DefaultConfig is the CLI's default: gamma 8, prefill 5%, prefix verification, the paper's
@@ -145,6 +154,17 @@ func (c *Config) validate() error {
 	// e^10 ~ 22000: beyond that every draft is accepted anyway
 	if !(c.Tolerance >= 0 && c.Tolerance <= 10) {
 		return fmt.Errorf("tolerance %g out of range (allowed: 0 = off, up to 10 nats)", c.Tolerance)
+	}
+	if c.EarlyExit {
+		switch {
+		case c.Verify != Prefix:
+			return fmt.Errorf("draft exit verifies with prefix only (group has no drafted contexts to continue)")
+		case c.Schedule != Batched:
+			return fmt.Errorf("draft exit runs batched rounds only (a lazy round costs more than the target alone)")
+		}
+	}
+	if !(c.ExitMaxError >= 0 && c.ExitMaxError < math.Inf(1)) {
+		return fmt.Errorf("exit max error %g out of range (allowed: 0 = no bound, or a positive RMS error)", c.ExitMaxError)
 	}
 	return nil
 }

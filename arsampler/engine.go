@@ -17,6 +17,7 @@ import (
 type Engine struct {
 	target, draft *mar.Model // draft is nil when self-drafting
 	self          bool       // cfg.SelfDraft: drafts from the target's newest pass (selfdraft.go)
+	exit          bool       // cfg.EarlyExit: drafts from the target's first blocks (earlyexit.go)
 	cfg           Config
 	L, D          int
 	prefillN      int
@@ -47,6 +48,8 @@ type imageState struct {
 	// self-drafting: z (and z for "no class" under CFG) of the target's newest pass over a context
 	// the image has verified, for every position; nil until the image's first target pass
 	zSelf, zuSelf []float32
+	// early-exit drafting: this round's contexts (hidden state after the first blocks, mask)
+	exitHidden, exitMask [][]float32
 }
 
 // NewEngine checks that draft and target fit together and prepares the samplers. With
@@ -56,13 +59,19 @@ func NewEngine(target, draft *mar.Model, cfg Config) (*Engine, error) {
 	if draft == nil {
 		cfg.SelfDraft = true
 	}
-	if cfg.SelfDraft {
+	if cfg.EarlyExit {
+		cfg.SelfDraft = false
+	}
+	if cfg.SelfDraft || cfg.EarlyExit {
 		draft = nil
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	tm := target.Manifest
+	if cfg.EarlyExit && target.Exit == nil {
+		return nil, fmt.Errorf("draft exit: target pack %s has no early_exit graphs (scripts/early_exit.py adds them; the embedded target has them)", tm.Name)
+	}
 	if draft != nil {
 		dm := draft.Manifest
 		if tm.SeqLen() != dm.SeqLen() || tm.TokenDim != dm.TokenDim || len(tm.Classes) != len(dm.Classes) {
@@ -90,9 +99,13 @@ func NewEngine(target, draft *mar.Model, cfg Config) (*Engine, error) {
 			return nil, err
 		}
 	}
-	return &Engine{target: target, draft: draft, self: cfg.SelfDraft, cfg: cfg, L: L, D: tm.TokenDim, prefillN: n,
+	e := &Engine{target: target, draft: draft, self: cfg.SelfDraft, exit: cfg.EarlyExit, cfg: cfg, L: L, D: tm.TokenDim, prefillN: n,
 		noise: align.Noise{Seed: cfg.Sampling.Seed, Aligned: cfg.Align, Steps: cfg.Sampling.Steps, Dim: tm.TokenDim},
-		denT:  denT, denD: denD, auto: newAutoGamma(cfg)}, nil
+		denT:  denT, denD: denD, auto: newAutoGamma(cfg)}
+	if x := tm.EarlyExit; cfg.EarlyExit && x != nil {
+		e.Stats.ExitRestShare = float64(x.Blocks-x.Depth) / float64(x.Blocks)
+	}
+	return e, nil
 }
 
 // Config is the engine's configuration with defaults filled in.
@@ -112,6 +125,7 @@ func (e *Engine) Round() ([]Result, error) {
 		}
 		switch {
 		case st.gamma == 0:
+		case e.exit: // counted per exit pass: drafting may stop early (earlyexit.go)
 		case e.self: // one batched head run drafts the whole round
 			st.stats.DraftCalls++
 		default: // gamma draft AR steps
@@ -119,7 +133,11 @@ func (e *Engine) Round() ([]Result, error) {
 		}
 		st.drafts, st.draftRuns = st.drafts[:0], st.draftRuns[:0]
 	}
-	if e.cfg.runsLazy() {
+	if e.exit {
+		if err := e.exitRound(); err != nil {
+			return nil, err
+		}
+	} else if e.cfg.runsLazy() {
 		if err := e.lazyRound(); err != nil {
 			return nil, err
 		}
@@ -299,14 +317,7 @@ func (e *Engine) targetPhase() (items []targetItem, x0 [][]float64, runs []align
 	}
 	e.Stats.TargetForwards++
 	e.Stats.TargetRows += rows
-	drows := make([]mar.DenoiseRow, len(items))
-	for i, it := range items {
-		idx := it.img.known + it.j
-		pos := it.img.order[idx]
-		drows[i] = e.row(e.target, z, zu, it.row, pos, idx, it.img.noise.Target(it.img.job.Index, pos))
-	}
-	x0 = mar.Rows(len(items), e.D)
-	if runs, err = e.targetHead(drows, x0); err != nil {
+	if x0, runs, err = e.targetTokens(items, z, zu); err != nil {
 		return
 	}
 	return items, x0, runs, z, zu, nil

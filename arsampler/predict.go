@@ -36,7 +36,13 @@ func hoeffdingInterval(mean float64, n int) (lo, hi float64) {
 // self-drafting it is (1 - alpha^(gamma+1)) / ((1 - alpha)(1 + c)), c the cost of the draft
 // head runs alone. The CPU-side work (acceptance, resampling) is left out.
 func PredictedGPUSpeedup(tokensPerPass, draftCallsPerRound, c float64) float64 {
-	return tokensPerPass / (1 + c*draftCallsPerRound)
+	return PredictedGPUSpeedupVerify(tokensPerPass, draftCallsPerRound, c, 1)
+}
+
+// PredictedGPUSpeedupVerify is PredictedGPUSpeedup with a verification pass costing v target
+// steps instead of one (early-exit drafting: ExitCosts).
+func PredictedGPUSpeedupVerify(tokensPerPass, draftCallsPerRound, c, v float64) float64 {
+	return tokensPerPass / (v + c*draftCallsPerRound)
 }
 
 // TokensPerRound is the expected tokens of a prefix round with gamma drafts at acceptance
@@ -64,4 +70,30 @@ func CostRatio(es EngineStats) float64 {
 		return 0
 	}
 	return es.DraftTime.Seconds() / float64(drafted) / (transformer + head)
+}
+
+// ExitCosts are early-exit drafting's GPU costs from a run's per-row CPU times (rows assumed
+// free on a GPU, as in CostRatio), relative to the target alone's step, a full transformer pass
+// plus a head run: c for one exit pass (first blocks + exit) with its share of draft head runs
+// (the bonus row's pass and a stopped depth sample nothing), v for the verification pass (the
+// remaining blocks) plus a head run. Early-exit runs never make a full pass, so its transformer
+// time is the remaining blocks' time per row over their share of the blocks (the blocks cost
+// alike: same width, same rows). Then
+//
+//	S = tokensPerPass / (v + c * draftCallsPerRound)
+//
+// with draftCallsPerRound the sequential exit passes of a round. Zeroes when nothing was timed.
+func ExitCosts(es EngineStats) (c, v float64) {
+	if es.ExitRestShare <= 0 || es.TargetRows == 0 || es.TargetTokens == 0 || es.DraftRows == 0 {
+		return 0, 0
+	}
+	rest := (es.TargetTime - es.TargetHeadTime).Seconds() / float64(es.TargetRows)
+	head := es.TargetHeadTime.Seconds() / float64(es.TargetTokens)
+	exit := es.ExitTime.Seconds() / float64(es.DraftRows)
+	step := rest/es.ExitRestShare + head
+	if step <= 0 {
+		return 0, 0
+	}
+	draftHeads := float64(es.DraftHeadRows) / float64(es.DraftRows)
+	return (exit + head*draftHeads) / step, (rest + head) / step
 }

@@ -15,8 +15,10 @@ type ImageStats struct {
 	// DraftCalls counts the sequential draft calls the image's rounds need when laid out batched:
 	// gamma draft AR steps per round with a draft network, one head run per round self-drafting
 	DraftCalls int `json:"draft_calls"`
-	Tries      int `json:"resampler_tries"`
-	BoundHits  int `json:"resampler_bound_hits"`
+	// ExitStops counts early-exit rounds whose drafting the exit's confidence bound ended
+	ExitStops int `json:"exit_stops"`
+	Tries     int `json:"resampler_tries"`
+	BoundHits int `json:"resampler_bound_hits"`
 	// per AR step (order index) and per grid position: accepted and rejected drafts
 	AcceptedAtStep []int `json:"accepted_at_step"`
 	RejectedAtStep []int `json:"rejected_at_step"`
@@ -60,6 +62,7 @@ func (s *ImageStats) Add(o ImageStats) {
 	s.Bonus += o.Bonus
 	s.TargetOnly += o.TargetOnly
 	s.Rounds += o.Rounds
+	s.ExitStops += o.ExitStops
 	s.Tries += o.Tries
 	s.BoundHits += o.BoundHits
 	s.SumSquaredDistance += o.SumSquaredDistance
@@ -88,7 +91,11 @@ type EngineStats struct {
 	TargetTime     time.Duration `json:"-"`
 	TargetHeadTime time.Duration `json:"-"` // the part of TargetTime spent in the diffusion head
 	DraftTime      time.Duration `json:"-"`
+	ExitTime       time.Duration `json:"-"` // the part of DraftTime in early-exit passes (no head)
 	OtherTime      time.Duration `json:"-"` // acceptance tests, resampling, bookkeeping
 	Rounds         int           `json:"rounds"`
 	GammaSum       int           `json:"gamma_sum"` // sum over rounds of the gamma used
+	// ExitRestShare is the share of the target's transformer blocks after the early exit
+	// ((blocks - depth) / blocks); 0 unless early-exit drafting
+	ExitRestShare float64 `json:"exit_rest_share,omitempty"`
 }

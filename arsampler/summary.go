@@ -40,6 +40,9 @@ type Summary struct {
 	CostRatio           float64 `json:"cost_ratio_c"`
 	DraftCallsPerRound  float64 `json:"draft_calls_per_round"`
 	PredictedGPUSpeedup float64 `json:"gpu_speedup_predicted"`
+	// VerifyCost is a verification pass's GPU cost relative to the target alone's step: 1, or
+	// less for early-exit drafting, whose verification runs only the blocks after the exit
+	VerifyCost float64 `json:"verify_cost"`
 	// mean over judged drafts of the acceptance the tolerance added: the estimated per-token TV
 	// bias of the tolerance (exact criterion, residual rejection; lossy.go)
 	ToleranceTVBias    float64   `json:"tolerance_tv_bias"`
@@ -99,7 +102,11 @@ func Summarize(results []Result, es EngineStats, seconds float64) Summary {
 	s.RowsPerToken = float64(es.TargetRows) / float64(max(tokens, 1))
 	s.CostRatio = CostRatio(es)
 	s.DraftCallsPerRound = float64(tot.DraftCalls) / float64(max(tot.Rounds, 1))
-	s.PredictedGPUSpeedup = PredictedGPUSpeedup(s.TokensPerTarget, s.DraftCallsPerRound, s.CostRatio)
+	s.VerifyCost = 1
+	if es.ExitRestShare > 0 {
+		s.CostRatio, s.VerifyCost = ExitCosts(es)
+	}
+	s.PredictedGPUSpeedup = PredictedGPUSpeedupVerify(s.TokensPerTarget, s.DraftCallsPerRound, s.CostRatio, s.VerifyCost)
 	if tot.Drafted > 0 {
 		s.ToleranceTVBias = tot.SumToleranceGain / float64(tot.Drafted)
 		s.MeanAcceptProb = tot.SumAcceptProb / float64(tot.Drafted)

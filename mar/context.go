@@ -41,11 +41,27 @@ func (c *ContextBatch) Condition(t Transformer, z, zUncond []float32) error {
 	if zUncond == nil {
 		return t.Forward(c.Tokens, c.Mask, c.ClassIDs, c.drop, c.Rows, z)
 	}
-	n, out := len(c.Tokens), c.Rows*c.SeqLen*t.Width()
+	out := c.Rows * c.SeqLen * t.Width()
+	c.z2 = grow(c.z2, 2*out)
+	tokens, mask, class, drop, rows := c.Inputs(true)
+	if err := t.Forward(tokens, mask, class, drop, rows, c.z2); err != nil {
+		return err
+	}
+	copy(z[:out], c.z2[:out])
+	copy(zUncond[:out], c.z2[out:])
+	return nil
+}
+
+// Inputs are a transformer call's inputs over the batch: the rows as they are, or, guided, the
+// class rows followed by the same rows with "no class" (2*Rows rows, reusing buffers).
+func (c *ContextBatch) Inputs(guided bool) (tokens, mask []float32, classIDs []int64, drop []float32, rows int) {
+	if !guided {
+		return c.Tokens, c.Mask, c.ClassIDs, c.drop, c.Rows
+	}
+	n := len(c.Tokens)
 	c.tokens2 = grow(c.tokens2, 2*n)
 	c.mask2 = grow(c.mask2, 2*len(c.Mask))
 	c.drop2 = grow(c.drop2, 2*c.Rows)
-	c.z2 = grow(c.z2, 2*out)
 	if cap(c.class2) < 2*c.Rows {
 		c.class2 = make([]int64, 2*c.Rows)
 	}
@@ -58,10 +74,5 @@ func (c *ContextBatch) Condition(t Transformer, z, zUncond []float32) error {
 			c.drop2[h*c.Rows+r] = float32(h)
 		}
 	}
-	if err := t.Forward(c.tokens2, c.mask2, c.class2, c.drop2, 2*c.Rows, c.z2); err != nil {
-		return err
-	}
-	copy(z[:out], c.z2[:out])
-	copy(zUncond[:out], c.z2[out:])
-	return nil
+	return c.tokens2, c.mask2, c.class2, c.drop2, 2 * c.Rows
 }

@@ -13,6 +13,8 @@ type Model struct {
 	Transformer Transformer
 	Head        Head
 	Tokenizer   Tokenizer
+	// Exit is the target's early-exit draft (the pack's early_exit graphs); nil when it has none
+	Exit EarlyExit
 }
 
 // Options are the sampling settings of one generation request.

@@ -54,6 +54,8 @@ type Manifest struct {
 		File   string `json:"file"`
 		Format string `json:"format"`
 	} `json:"head_loop,omitempty"`
+	// EarlyExit names the optional early-exit draft graphs (mar/earlyexit.go).
+	EarlyExit *EarlyExitSpec `json:"early_exit,omitempty"`
 }
 
 // Pack is a manifest plus the bytes of its graphs.
@@ -64,6 +66,8 @@ type Pack struct {
 	Head        []byte
 	HeadLoop    []byte // nil when the manifest names none
 	Decoder     []byte // the vae_decoder tokenizer's graph; nil for fixed tokenizers
+	// ExitDraft and ExitRest are the early-exit graphs; nil when the manifest names none
+	ExitDraft, ExitRest []byte
 	// TransformerFile is set instead of Transformer when the transformer's weights are in
 	// transformer.onnx.data beside it (ONNX external data, for graphs over 2 GB such as
 	// MAR-H's): ONNX Runtime then opens the graph by its path.
@@ -150,6 +154,9 @@ func (m *Manifest) validate() error {
 			return fmt.Errorf("head_loop file %q: want a file name in the pack folder ending in .onnx", h.File)
 		}
 	}
+	if x := m.EarlyExit; x != nil {
+		return x.validate(m)
+	}
 	return nil
 }
 
@@ -192,6 +199,14 @@ func LoadPackFS(fsys fs.FS, dir, source string) (*Pack, error) {
 	}
 	if m.Tokenizer.Kind == TokenizerVAEDecoder {
 		if p.Decoder, err = read(m.Tokenizer.Graph); err != nil {
+			return nil, err
+		}
+	}
+	if x := m.EarlyExit; x != nil {
+		if p.ExitDraft, err = read(x.Draft); err != nil {
+			return nil, err
+		}
+		if p.ExitRest, err = read(x.Rest); err != nil {
 			return nil, err
 		}
 	}
@@ -258,5 +273,15 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 	}
-	return &Model{Manifest: p.Manifest, Transformer: tr, Head: head, Tokenizer: tok}, nil
+	model := &Model{Manifest: p.Manifest, Transformer: tr, Head: head, Tokenizer: tok}
+	if p.Manifest.EarlyExit != nil {
+		exit, err := NewONNXEarlyExit(p.ExitDraft, p.ExitRest, p.Manifest, opt, p.Source)
+		if err != nil {
+			tr.Close()
+			head.Close()
+			return nil, err
+		}
+		model.Exit = exit
+	}
+	return model, nil
 }
