@@ -1,0 +1,394 @@
+"""Early-exit self-draft for a frozen MAR target: the target's first k encoder blocks plus a
+small trained exit (in the spirit of SpecBound) predict z for every position, with a per-position
+confidence; the rest of the target continues the same hidden state, so no block runs twice.
+
+Train (the target stays frozen; its checkpoint comes from scripts/ckpt_from_pack.py):
+  /usr/bin/python3 scripts/early_exit.py --depth 2 --minutes 25 --threads 1 --out runs/exit-d2 \
+      [--target-ckpt runs/target-rebuilt/checkpoint-last.pth] [--pack models/target]
+Export a trained exit into a pack (adds exit_draft.onnx, exit_rest.onnx and manifest "early_exit"):
+  /usr/bin/python3 scripts/early_exit.py --export-only --ckpt runs/exit-d2/exit-last.pth \
+      --pack models/target
+
+Graphs (opset 17, batch axis B dynamic):
+  exit_draft.onnx: tokens [B,49,16], mask [B,49] (1 = unknown), class_ids [B] int64,
+                   drop_class [B] -> z_exit [B,49,W], exit_logvar [B,49], hidden [B,53,W]
+  exit_rest.onnx:  hidden [B,53,W], mask [B,49] -> z [B,49,W], the target's own z
+exit_logvar predicts log(mean over W of (z_exit - z)^2) at each position.
+"""
+import argparse
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from marmodel import Block
+
+HELDOUT = 512  # test images in the batch logged during training
+FINAL_HELDOUT = 2048  # test images behind the numbers written to the checkpoint and manifest
+
+
+def _key_mask(mar, mask):
+    """[B, buffer+L] 1 = unknown, and forward_keep's additive key bias built from it."""
+    full_mask = torch.cat([torch.zeros(mask.shape[0], mar.buffer_size), mask], dim=1)
+    return full_mask, full_mask * -1e9
+
+
+def target_hidden(mar, tokens, mask, class_ids, drop, depth):
+    """The encoder state after blocks 0..depth-1, exactly as forward_keep computes it."""
+    x = mar._embed(tokens, class_ids, drop)
+    _, key_bias = _key_mask(mar, mask)
+    for blk in mar.encoder_blocks[:depth]:
+        x = blk(x, key_bias)
+    return x
+
+
+def target_rest(mar, hidden, mask, depth):
+    """forward_keep from the encoder state after `depth` blocks on: the target's z."""
+    full_mask, key_bias = _key_mask(mar, mask)
+    x = hidden
+    for blk in mar.encoder_blocks[depth:]:
+        x = blk(x, key_bias)
+    x = mar.decoder_embed(mar.encoder_norm(x))
+    m = full_mask[:, :, None]
+    x = x * (1 - m) + mar.mask_token * m
+    return mar._decode(x)
+
+
+class ExitHead(nn.Module):
+    """A shortened decoder on the early hidden state: initialised from the target's
+    encoder_norm, decoder_embed, mask token, decoder positions, first decoder blocks and
+    decoder_norm, so training starts from the target's own decoder with the middle cut out."""
+
+    def __init__(self, width, heads, seq_len, buffer_size, exit_blocks):
+        super().__init__()
+        self.buffer_size = buffer_size
+        self.norm = nn.LayerNorm(width, eps=1e-6)
+        self.proj = nn.Linear(width, width)
+        self.mask_token = nn.Parameter(torch.zeros(1, 1, width))
+        self.pos_embed = nn.Parameter(torch.zeros(1, seq_len + buffer_size, width))
+        self.blocks = nn.ModuleList([Block(width, heads) for _ in range(exit_blocks)])
+        self.out_norm = nn.LayerNorm(width, eps=1e-6)
+        self.diffusion_pos_embed = nn.Parameter(torch.zeros(1, seq_len, width))
+        self.logvar = nn.Linear(width, 1)
+
+    @classmethod
+    def from_target(cls, mar, exit_blocks):
+        width = mar.class_emb.weight.shape[1]
+        heads = mar.decoder_blocks[0].attn.heads
+        if exit_blocks > len(mar.decoder_blocks):
+            raise ValueError(f"--exit-blocks {exit_blocks}: the target has only "
+                             f"{len(mar.decoder_blocks)} decoder blocks to start from")
+        ex = cls(width, heads, mar.seq_len, mar.buffer_size, exit_blocks)
+        with torch.no_grad():
+            ex.norm.load_state_dict(mar.encoder_norm.state_dict())
+            ex.proj.load_state_dict(mar.decoder_embed.state_dict())
+            ex.mask_token.copy_(mar.mask_token)
+            ex.pos_embed.copy_(mar.decoder_pos_embed_learned)
+            for i, blk in enumerate(ex.blocks):
+                blk.load_state_dict(mar.decoder_blocks[i].state_dict())
+            ex.out_norm.load_state_dict(mar.decoder_norm.state_dict())
+            ex.diffusion_pos_embed.copy_(mar.diffusion_pos_embed_learned)
+            nn.init.zeros_(ex.logvar.weight)
+            nn.init.zeros_(ex.logvar.bias)
+        return ex
+
+    def forward(self, hidden, mask):
+        full_mask = torch.cat([torch.zeros(mask.shape[0], self.buffer_size), mask], dim=1)
+        x = self.proj(self.norm(hidden))
+        m = full_mask[:, :, None]
+        x = x * (1 - m) + self.mask_token * m
+        x = x + self.pos_embed
+        for blk in self.blocks:
+            x = blk(x)
+        feat = self.out_norm(x)[:, self.buffer_size:]
+        return feat + self.diffusion_pos_embed, self.logvar(feat).squeeze(-1)
+
+
+class DraftGraph(nn.Module):
+    def __init__(self, mar, exit_head, depth):
+        super().__init__()
+        self.mar, self.exit_head, self.depth = mar, exit_head, depth
+
+    def forward(self, tokens, mask, class_ids, drop_class):
+        h = target_hidden(self.mar, tokens, mask, class_ids, drop_class, self.depth)
+        z_exit, logvar = self.exit_head(h, mask)
+        return z_exit, logvar, h
+
+
+class RestGraph(nn.Module):
+    def __init__(self, mar, depth):
+        super().__init__()
+        self.mar, self.depth = mar, depth
+
+    def forward(self, hidden, mask):
+        return target_rest(self.mar, hidden, mask, self.depth)
+
+
+def sample_masks(b, seq_len, gen=None):
+    """Per row, a uniform count of 1..seq_len unknown tokens over a random order."""
+    order = torch.argsort(torch.rand(b, seq_len, generator=gen), dim=1)
+    rank = torch.argsort(order, dim=1)
+    counts = torch.randint(1, seq_len + 1, (b, 1), generator=gen)
+    return (rank < counts).float()
+
+
+def exit_errors(mar, ex, depth, tokens, mask, ids, drop):
+    """Per-position e = mean_W (z_exit - z)^2, predicted log e, and mean_W z^2 of the target."""
+    with torch.no_grad():
+        h = target_hidden(mar, tokens, mask, ids, drop, depth)
+        z = target_rest(mar, h, mask, depth)
+    z_exit, s = ex(h, mask)
+    e = ((z_exit - z) ** 2).mean(-1)
+    return e, s, (z ** 2).mean(-1)
+
+
+def heldout_batch(n, seq_len, seed=1234):
+    import fmnist
+
+    images, labels = fmnist.load("test")
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randperm(len(images), generator=gen)[:n].numpy()
+    tokens = fmnist.tokenize(images[idx])
+    ids = torch.from_numpy(labels[idx])
+    drop = (torch.rand(n, generator=gen) < 0.1).float()
+    return tokens, sample_masks(n, seq_len, gen), ids, drop
+
+
+def evaluate(mar, ex, depth, batch, chunk=256):
+    """Relative MSE (mean e / mean z^2 over unknown positions) and corr(s, log e) there."""
+    tokens, mask, ids, drop = batch
+    es, ss, zs = [], [], []
+    with torch.no_grad():
+        for i in range(0, tokens.shape[0], chunk):
+            sl = slice(i, i + chunk)
+            e, s, z2 = exit_errors(mar, ex, depth, tokens[sl], mask[sl], ids[sl], drop[sl])
+            sel = mask[sl] > 0.5
+            es.append(e[sel]), ss.append(s[sel]), zs.append(z2[sel])
+    e, s, z2 = torch.cat(es), torch.cat(ss), torch.cat(zs)
+    # None while s is still constant (at initialisation): no correlation is defined
+    corr = None if float(s.std()) == 0 else \
+        round(float(np.corrcoef(s.numpy(), torch.log(e).numpy())[0, 1]), 4)
+    return dict(relative_mse=round(float(e.mean() / z2.mean()), 5), logvar_corr=corr,
+                mse=round(float(e.mean()), 6))
+
+
+def load_target(path):
+    from export import load_model
+
+    mar, ck = load_model(path)
+    for p in mar.parameters():
+        p.requires_grad_(False)
+    return mar, ck
+
+
+def train(args):
+    import fmnist
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    mar, _ = load_target(args.target_ckpt)
+    if not 1 <= args.depth <= len(mar.encoder_blocks):
+        raise SystemExit(f"--depth {args.depth}: allowed 1..{len(mar.encoder_blocks)} "
+                         "(the target's encoder blocks)")
+    ex = ExitHead.from_target(mar, args.exit_blocks)
+    ema = ExitHead.from_target(mar, args.exit_blocks)
+    for p in ema.parameters():
+        p.requires_grad_(False)
+    images, labels = fmnist.load("train")
+    tokens, labels_t = fmnist.tokenize(images), torch.from_numpy(labels)
+    n, L, _ = tokens.shape
+    held = heldout_batch(HELDOUT, L)
+    opt = torch.optim.AdamW(ex.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.02)
+    log = open(os.path.join(args.out, "train.log"), "a")
+
+    def note(**kv):
+        print(json.dumps(kv), file=log, flush=True)
+
+    note(start=True, depth=args.depth, exit_blocks=args.exit_blocks, minutes=args.minutes,
+         threads=args.threads, batch=args.batch, params=sum(p.numel() for p in ex.parameters()),
+         target=args.target_ckpt, **{"heldout_at_init": evaluate(mar, ema, args.depth, held)})
+    budget = args.minutes * 60
+    start = last_save = time.time()
+    step, run_loss, run_e = 0, 0.0, 0.0
+    warned = False
+    while time.time() - start < budget:
+        elapsed = time.time() - start
+        lr = args.lr * min(1.0, (step + 1) / args.warmup) * \
+            (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * elapsed / budget)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        idx = torch.randint(0, n, (args.batch,))
+        drop = (torch.rand(args.batch) < 0.1).float()  # CFG's unconditional branch too
+        mask = sample_masks(args.batch, L)
+        e, s, _ = exit_errors(mar, ex, args.depth, tokens[idx], mask, labels_t[idx], drop)
+        sel = mask > 0.5
+        e, s = e[sel], s[sel]
+        # the MSE trains z_exit; the Gaussian NLL on the (stopped) error trains s toward log e
+        loss = e.mean() + (e.detach() * torch.exp(-s) + s).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ex.parameters(), 3.0)
+        opt.step()
+        d = min(args.ema, (1 + step) / (10 + step))  # EMA warm-up (algorithm.md §5)
+        with torch.no_grad():
+            for pe, pm in zip(ema.parameters(), ex.parameters()):
+                pe.mul_(d).add_(pm.detach(), alpha=1 - d)
+        step += 1
+        run_loss += loss.item()
+        run_e += e.mean().item()
+        if step == 50 and not warned:
+            projected = int(step * budget / (time.time() - start))
+            if projected < 2000:
+                note(warning=f"slow: {projected} steps projected in {args.minutes} minutes (< 2000)")
+            warned = True
+        if step % args.log_every == 0:
+            note(step=step, minutes=round((time.time() - start) / 60, 2), lr=lr,
+                 loss=round(run_loss / args.log_every, 5), mse=round(run_e / args.log_every, 6),
+                 heldout_ema=evaluate(mar, ema, args.depth, held))
+            run_loss = run_e = 0.0
+        if time.time() - last_save > 300:
+            save(args, ex, ema, step, start, None)
+            last_save = time.time()
+    final = evaluate(mar, ema, args.depth, heldout_batch(FINAL_HELDOUT, L, seed=99))
+    path = save(args, ex, ema, step, start, final)
+    note(done=True, step=step, heldout_final=final, ckpt=path)
+    return path
+
+
+def save(args, ex, ema, step, start, heldout):
+    ck = dict(exit=ema.state_dict(), exit_raw=ex.state_dict(), depth=args.depth,
+              exit_blocks=args.exit_blocks, minutes=round((time.time() - start) / 60, 1),
+              steps=step, heldout=heldout, target_ckpt=args.target_ckpt, args=vars(args))
+    path = os.path.join(args.out, "exit-last.pth")
+    torch.save(ck, path + ".tmp")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def export_graphs(mar, ex, depth, out):
+    """Writes exit_draft.onnx and exit_rest.onnx into out; returns their paths."""
+    b, L, D = 2, mar.seq_len, mar.token_dim
+    tokens = torch.randn(b, L, D)
+    mask = torch.ones(b, L)
+    mask[0, :10] = 0
+    ids = torch.tensor([1, 2], dtype=torch.int64)
+    drop = torch.zeros(b)
+    draft = os.path.join(out, "exit_draft.onnx")
+    rest = os.path.join(out, "exit_rest.onnx")
+    mar.eval(), ex.eval()
+    with torch.no_grad():
+        torch.onnx.export(DraftGraph(mar, ex, depth), (tokens, mask, ids, drop), draft,
+                          opset_version=17,
+                          input_names=["tokens", "mask", "class_ids", "drop_class"],
+                          output_names=["z_exit", "exit_logvar", "hidden"],
+                          dynamic_axes={k: {0: "B"} for k in ["tokens", "mask", "class_ids",
+                                                               "drop_class", "z_exit",
+                                                               "exit_logvar", "hidden"]})
+        h = target_hidden(mar, tokens, mask, ids, drop, depth)
+        torch.onnx.export(RestGraph(mar, depth), (h, mask), rest, opset_version=17,
+                          input_names=["hidden", "mask"], output_names=["z"],
+                          dynamic_axes={k: {0: "B"} for k in ["hidden", "mask", "z"]})
+    W, H = ex.diffusion_pos_embed.shape[-1], ex.pos_embed.shape[1]
+    _name_output_dims(draft, {"z_exit": [L, W], "exit_logvar": [L], "hidden": [H, W]})
+    _name_output_dims(rest, {"z": [L, W]})
+    return draft, rest
+
+
+def _name_output_dims(path, dims):
+    """torch.onnx leaves symbolic names like 'Addz_dim_1' on outputs' fixed axes; write the
+    sizes instead, so a reader of the graph sees [B, 49, W] without running it."""
+    import onnx
+
+    model = onnx.load(path)
+    for out in model.graph.output:
+        axes = out.type.tensor_type.shape.dim
+        for axis, size in zip(axes[1:], dims[out.name]):
+            axis.dim_value = size
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def check_split(mar, depth, b=8, seed=0):
+    """max |target_rest(target_hidden(x)) - forward_keep(x)| on random inputs with per-row masks."""
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randn(b, mar.seq_len, mar.token_dim, generator=gen)
+    mask = sample_masks(b, mar.seq_len, gen)
+    mask[0] = 1  # nothing known
+    ids = torch.randint(0, mar.class_emb.weight.shape[0], (b,), generator=gen)
+    drop = (torch.arange(b) % 2).float()
+    with torch.no_grad():
+        z = mar.forward_keep(tokens, mask, ids, drop)
+        z2 = target_rest(mar, target_hidden(mar, tokens, mask, ids, drop, depth), mask, depth)
+    return (z - z2).abs().max().item()
+
+
+def export_into_pack(ck_path, pack, target_ckpt=None):
+    ck = torch.load(ck_path, map_location="cpu")
+    mar, _ = load_target(target_ckpt or ck["target_ckpt"])
+    ex = ExitHead.from_target(mar, ck["exit_blocks"])
+    ex.load_state_dict(ck["exit"])
+    depth = ck["depth"]
+    diff = check_split(mar, depth)
+    if diff > 1e-5:
+        raise SystemExit(f"exit_rest(hidden) differs from the target's z by {diff:.3g} (> 1e-5)")
+    draft, rest = export_graphs(mar, ex, depth, pack)
+    manifest_path = os.path.join(pack, "manifest.json")
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    heldout = ck.get("heldout") or evaluate(mar, ex, depth, heldout_batch(FINAL_HELDOUT, mar.seq_len, seed=99))
+    manifest["early_exit"] = {
+        "depth": depth,
+        "blocks": len(mar.encoder_blocks) + len(mar.decoder_blocks),
+        "exit_blocks": ck["exit_blocks"],
+        "draft": os.path.basename(draft),
+        "rest": os.path.basename(rest),
+        "hidden_len": mar.seq_len + mar.buffer_size,
+        "training": {"data": "fashion-mnist train (60k), frozen target, unknown count per row "
+                             "uniform in 1..49, class drop 0.1",
+                     "minutes": ck["minutes"], "steps": ck["steps"],
+                     "relative_mse": heldout["relative_mse"], "logvar_corr": heldout["logvar_corr"]},
+    }
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    print(json.dumps(dict(split_max_diff=diff, pack=pack, early_exit=manifest["early_exit"])))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--depth", type=int, default=2, help="target encoder blocks before the exit")
+    ap.add_argument("--exit-blocks", type=int, default=1)
+    ap.add_argument("--minutes", type=float, default=25)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--ema", type=float, default=0.999)
+    ap.add_argument("--log-every", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--target-ckpt", default="runs/target-rebuilt/checkpoint-last.pth")
+    ap.add_argument("--out", help="training run folder (train.log, exit-last.pth)")
+    ap.add_argument("--pack", help="pack to add the exit graphs to (after training, or with --export-only)")
+    ap.add_argument("--export-only", action="store_true")
+    ap.add_argument("--ckpt", help="exit checkpoint to export (--export-only)")
+    args = ap.parse_args()
+    if args.export_only:
+        if not args.ckpt or not args.pack:
+            ap.error("--export-only needs --ckpt and --pack")
+        export_into_pack(args.ckpt, args.pack, args.target_ckpt)
+        return
+    if not args.out:
+        ap.error("training needs --out")
+    path = train(args)
+    if args.pack:
+        export_into_pack(path, args.pack, args.target_ckpt)
+
+
+if __name__ == "__main__":
+    main()
