@@ -1,6 +1,8 @@
 package mar_test
 
 import (
+	"math"
+	"strings"
 	"testing"
 
 	"marspec/mar"
@@ -86,6 +88,27 @@ func TestStepsLateValidation(t *testing.T) {
 		opt := mar.Options{Steps: 20, StepsLate: late}
 		if err := m.Validate(&opt); err == nil {
 			t.Fatalf("steps-late %d accepted with steps 20", late)
+		}
+	}
+}
+
+// Model.Validate alone (not only the CLI's and the service's checks) refuses NaN and infinite
+// guidance and temperature, naming the field and the allowed range.
+func TestValidateRejectsNaN(t *testing.T) {
+	m := annealModel()
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, c := range []struct {
+		opt  mar.Options
+		want string
+	}{
+		{mar.Options{CFG: nan}, "cfg NaN out of range (allowed: 1 to 50"},
+		{mar.Options{CFG: inf}, "cfg +Inf out of range"},
+		{mar.Options{Temperature: nan}, "temperature NaN out of range (allowed: 0.05 to 5)"},
+		{mar.Options{Temperature: -inf}, "temperature -Inf out of range"},
+	} {
+		opt := c.opt
+		if err := m.Validate(&opt); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one containing %q", c.opt, err, c.want)
 		}
 	}
 }

@@ -50,7 +50,7 @@ func (m *Model) Validate(opt *Options) error {
 	if opt.CFG == 0 {
 		opt.CFG = 1
 	}
-	if opt.CFG < 1 || opt.CFG > 50 {
+	if !(opt.CFG >= 1 && opt.CFG <= 50) { // written so that NaN fails too
 		return fmt.Errorf("cfg %g out of range (allowed: 1 to 50; 1 = no guidance)", opt.CFG)
 	}
 	switch opt.CFGSchedule {
@@ -63,7 +63,7 @@ func (m *Model) Validate(opt *Options) error {
 	if opt.Temperature == 0 {
 		opt.Temperature = 1
 	}
-	if opt.Temperature < 0.05 || opt.Temperature > 5 {
+	if !(opt.Temperature >= 0.05 && opt.Temperature <= 5) {
 		return fmt.Errorf("temperature %g out of range (allowed: 0.05 to 5)", opt.Temperature)
 	}
 	if opt.NumIter == 0 {
