@@ -93,6 +93,19 @@ func TestBadInputs(t *testing.T) {
 			t.Errorf("%s: message %q does not name %q", c.name, body.Error, c.field)
 		}
 	}
+	// A 405 says which methods the path has, in the Allow header and the message.
+	for path, want := range map[string]string{job: "GET, POST", job + "/0e0c7c1a-7d43-4b0b-9e55-6e4b2d3a1f00": "DELETE, GET",
+		"/healthz": "GET"} {
+		req, _ := http.NewRequest("PATCH", ts.http.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != want {
+			t.Errorf("PATCH %s: %d, Allow %q; want 405 with Allow %q", path, resp.StatusCode, resp.Header.Get("Allow"), want)
+		}
+	}
 	// Still serving, and none of the bad requests left a job behind.
 	a := ts.call(t, "POST", job+"?wait=10s", ok)
 	if a.code != http.StatusOK {

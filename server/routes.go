@@ -5,7 +5,9 @@ import (
 	_ "embed"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -25,7 +27,10 @@ func (s *Server) routes() http.Handler {
 	r.Use(s.observe, s.limitBody)
 	r.NoRoute(func(c *gin.Context) { s.fail(c, errNotFound) })
 	r.NoMethod(func(c *gin.Context) {
-		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, gin.H{"error": "method " + c.Request.Method + " not allowed here"})
+		allowed := allowedMethods(r.Routes(), c.Request.URL.Path)
+		c.Header("Allow", strings.Join(allowed, ", "))
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, gin.H{"error": "method " + c.Request.Method +
+			" not allowed here (allowed: " + strings.Join(allowed, ", ") + ")"})
 	})
 
 	v1 := r.Group("/v1")
@@ -98,4 +103,35 @@ func (s *Server) ready(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "queue_depth": s.sched.Depth(), "queue_capacity": s.sched.Capacity()})
+}
+
+// allowedMethods lists the methods some route serves at path, sorted (the Allow header of a
+// 405). gin knows a path matched under another method but does not say which ones.
+func allowedMethods(routes gin.RoutesInfo, path string) []string {
+	seen := map[string]bool{}
+	for _, rt := range routes {
+		if routeMatches(rt.Path, path) {
+			seen[rt.Method] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for m := range seen {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// routeMatches reports whether a gin pattern (":name" one segment, "*name" the rest) matches path.
+func routeMatches(pattern, path string) bool {
+	ps, xs := strings.Split(strings.Trim(pattern, "/"), "/"), strings.Split(strings.Trim(path, "/"), "/")
+	for i, p := range ps {
+		if strings.HasPrefix(p, "*") {
+			return true
+		}
+		if i >= len(xs) || (!strings.HasPrefix(p, ":") && p != xs[i]) {
+			return false
+		}
+	}
+	return len(ps) == len(xs)
 }
