@@ -36,8 +36,8 @@ func NewGenerator(plan Plan, models Models, maxBatch int) (Generator, error) {
 	if plan.Spec == nil {
 		return alone{model: m, opt: plan.Options, maxBatch: maxBatch}, nil
 	}
-	var d *mar.Model // nil: self-drafting
-	if !plan.Spec.SelfDraft {
+	var d *mar.Model // nil: self-drafting or early exit, no draft pack
+	if !plan.Spec.SelfDraft && !plan.Spec.EarlyExit {
 		if d, err = models.Model(plan.DraftPack); err != nil {
 			return nil, err
 		}

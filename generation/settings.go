@@ -15,7 +15,7 @@ func (p Plan) Settings() api.Settings {
 		Seed: o.Seed, CFG: o.CFG, CFGSchedule: o.CFGSchedule, Temperature: o.Temperature, NumIter: o.NumIter,
 		Steps: o.Steps, FinalNoise: o.FinalStepNoise, Params: p.Params()}
 	if p.Spec != nil {
-		s.Draft = p.DraftPack
+		s.Draft = p.DraftSource()
 		c := p.Spec
 		s.Spec = &api.Spec{Gamma: p.GammaText, Prefill: c.Prefill, Verify: c.Verify.String(), Acceptance: c.Acceptance.String(),
 			Align: c.Align, Schedule: c.Schedule.String(), MaxResampleTries: c.MaxResampleTries}
@@ -33,11 +33,7 @@ func (p Plan) Params() string {
 		parts = append(parts, "preset="+p.Preset)
 	}
 	if p.Spec != nil {
-		draft := p.DraftPack
-		if p.Spec.SelfDraft {
-			draft = "self"
-		}
-		parts = append(parts, "target="+p.Pack, "draft="+draft)
+		parts = append(parts, "target="+p.Pack, "draft="+p.DraftSource())
 	} else {
 		parts = append(parts, "pack="+p.Pack)
 	}
@@ -53,11 +49,34 @@ func (p Plan) Params() string {
 		}
 		parts = append(parts, fmt.Sprintf("gamma=%s prefill=%g verify=%s acceptance=%s align=%s schedule=%s max_resample_tries=%d",
 			p.GammaText, c.Prefill, c.Verify, c.Acceptance, align, c.Schedule, c.MaxResampleTries))
+		if c.EarlyExit && c.ExitMaxError > 0 {
+			parts = append(parts, fmt.Sprintf("exit_max_error=%g", c.ExitMaxError))
+		}
 		if knobs := p.LossyKnobs(); knobs != "" {
 			parts = append(parts, knobs)
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// Draft sources other than a pack, as written in settings and on the command line.
+const (
+	DraftSelf = "self" // the target drafts from its own previous pass
+	DraftExit = "exit" // the target's first blocks plus its trained exit draft
+)
+
+// DraftSource is what drafts in a spec plan: DraftSelf, DraftExit or the draft pack's name
+// ("" outside spec mode).
+func (p Plan) DraftSource() string {
+	switch {
+	case p.Spec == nil:
+		return ""
+	case p.Spec.EarlyExit:
+		return DraftExit
+	case p.Spec.SelfDraft:
+		return DraftSelf
+	}
+	return p.DraftPack
 }
 
 // ImageParams is the provenance of image img of the plan.
@@ -98,8 +117,11 @@ func (p Plan) SpecText() string {
 		align = "off"
 	}
 	s := fmt.Sprintf("gamma=%s prefill=%g verify=%s acceptance=%s align=%s", p.GammaText, c.Prefill, c.Verify, c.Acceptance, align)
-	if c.SelfDraft {
-		s += " draft=self"
+	if c.SelfDraft || c.EarlyExit {
+		s += " draft=" + p.DraftSource()
+	}
+	if c.EarlyExit && c.ExitMaxError > 0 {
+		s += fmt.Sprintf(" exit_max_error=%g", c.ExitMaxError)
 	}
 	if knobs := p.LossyKnobs(); knobs != "" {
 		s += " " + knobs

@@ -1,6 +1,7 @@
 package generation
 
 import (
+	"marspec/mar"
 	"marspec/mar/analytic"
 )
 
@@ -8,8 +9,7 @@ import (
 // image) under the pack names "target" and "draft", and their catalog: what the scheduler,
 // server and store tests run instead of ONNX models.
 func TestModels() (Fixed, Catalog) {
-	target := analytic.Params{Name: "analytic-target", SeqLen: 6, TokenDim: 3, Base: []float64{0.3, -0.2, 0.5, 0, -0.4, 0.1},
-		ClassShift: 0.02, Coupling: 0.6, Scale: 0.01, Steps: 10, Classes: 3}
+	target := testTargetParams()
 	draft := target
 	draft.Name, draft.Coupling, draft.Scale = "analytic-draft", 0.55, 0.013
 	draft.Base = []float64{0.305, -0.196, 0.494, 0.004, -0.4, 0.106}
@@ -20,4 +20,19 @@ func TestModels() (Fixed, Catalog) {
 	}
 	return models, Catalog{TargetPack: "target", DraftPack: "draft", Target: models["target"].Manifest,
 		Draft: models["draft"].Manifest, MaxImages: 64, Provider: "cpu"}
+}
+
+func testTargetParams() analytic.Params {
+	return analytic.Params{Name: "analytic-target", SeqLen: 6, TokenDim: 3, Base: []float64{0.3, -0.2, 0.5, 0, -0.4, 0.1},
+		ClassShift: 0.02, Coupling: 0.6, Scale: 0.01, Steps: 10, Classes: 3}
+}
+
+// TestModelsWithExit is TestModels whose target also has an analytic early exit (first block
+// of two, with an early_exit manifest entry): what the --draft exit tests run.
+func TestModelsWithExit() (Fixed, Catalog) {
+	models, cat := TestModels()
+	exit := analytic.ExitParams{Coupling: 0.59, Bias: []float64{0, 0.001, 0, 0.03, -0.001, 0}, Floor: 1e-6}
+	t := analytic.WithExit(models["target"], testTargetParams(), exit)
+	t.Manifest.EarlyExit = &mar.EarlyExitSpec{Depth: 1, Blocks: 2, HiddenLen: 2}
+	return models, cat
 }

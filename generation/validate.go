@@ -58,6 +58,12 @@ func (p Plan) Images() int { return len(p.Classes) }
 type Request struct {
 	api.GenerateRequest
 	SelfDraft bool     // spec: the target drafts from its own previous pass (no draft pack)
+	// EarlyExit (spec): the target's own first blocks plus the pack's trained exit draft (no
+	// draft pack; the target pack needs early_exit graphs). Not together with SelfDraft.
+	EarlyExit bool
+	// ExitMaxError (spec, with EarlyExit): drafting stops at the first position whose predicted
+	// RMS error of the exit exceeds it; 0 = no bound.
+	ExitMaxError *float64
 	Rejection string   // spec: what replaces a rejected draft: residual (default) or target
 	Tolerance *float64 // spec: acceptance tolerance in nats; 0 = off
 	// NGiven says N was given explicitly (a command-line flag): 0 is then refused instead of
@@ -154,7 +160,11 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 		}
 		return p, nil
 	}
-	if cat.Draft == nil && !req.SelfDraft {
+	if req.EarlyExit && man.EarlyExit == nil {
+		return p, fieldErr("draft", "exit", "a draft pack, or self; scripts/early_exit.py adds the exit graphs to a target pack",
+			"target pack "+p.Pack+" has no early_exit entry")
+	}
+	if cat.Draft == nil && !req.SelfDraft && !req.EarlyExit {
 		return p, fieldErr("mode", mode, "target", "no draft model is loaded")
 	}
 	if p.Options.NumIter != L {
@@ -163,7 +173,7 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	if p.Options.StepsLate != 0 { // the draft/target densities assume one step count for all tokens
 		return p, fieldErr("steps_late", p.Options.StepsLate, "omit it, or 0", "spec mode samples every token with the same diffusion steps")
 	}
-	if !req.SelfDraft {
+	if !req.SelfDraft && !req.EarlyExit {
 		p.DraftPack = cat.DraftPack
 	}
 	cfg, gamma, err := specConfig(req, pre, cat.Provider)
@@ -364,8 +374,10 @@ func samplingOptions(req Request, man *mar.Manifest, pre Preset) (mar.Options, e
 // specField names the first speculative setting present in req, or "".
 func specField(req Request) string {
 	switch {
-	case req.SelfDraft:
+	case req.SelfDraft, req.EarlyExit:
 		return "draft"
+	case req.ExitMaxError != nil && *req.ExitMaxError != 0:
+		return "exit_max_error"
 	case req.Rejection != "":
 		return "rejection"
 	case req.Tolerance != nil:
@@ -430,17 +442,23 @@ func specConfig(req Request, pre Preset, provider string) (arsampler.Config, str
 	if req.Align != nil {
 		cfg.Align = *req.Align
 	}
-	cfg.SelfDraft = req.SelfDraft
+	if err := exitSettings(req, &cfg); err != nil {
+		return cfg, "", err
+	}
 	switch s := pick(req.Schedule, "", "auto"); s {
 	case "auto":
 		// a CPU pays for every context row, a GPU for every call; self-drafting's one gain is
-		// that a round's contexts share one pass, so it stays batched
+		// that a round's contexts share one pass, so it stays batched; early-exit rounds run
+		// batched only (a lazy one would cost more than the target alone)
 		cfg.Schedule = arsampler.Lazy
-		if strings.HasPrefix(provider, "cuda") || cfg.SelfDraft {
+		if strings.HasPrefix(provider, "cuda") || cfg.SelfDraft || cfg.EarlyExit {
 			cfg.Schedule = arsampler.Batched
 		}
 	case "batched", "lazy":
 		cfg.Schedule, _ = arsampler.ParseSchedule(s)
+		if cfg.EarlyExit && cfg.Schedule == arsampler.Lazy {
+			return cfg, "", fieldErr("schedule", strconv.Quote(s), "auto, batched", "draft exit runs batched rounds only (a lazy round costs more than the target alone)")
+		}
 	default:
 		return cfg, "", fieldErr("schedule", strconv.Quote(s), "auto, batched, lazy", "unknown")
 	}
@@ -461,6 +479,29 @@ func specConfig(req Request, pre Preset, provider string) (arsampler.Config, str
 		cfg.Tolerance = *req.Tolerance
 	}
 	return cfg, gamma, nil
+}
+
+// exitSettings fills the draft source (self, exit) and the exit's confidence bound into cfg,
+// whose verification is already set.
+func exitSettings(req Request, cfg *arsampler.Config) error {
+	if req.SelfDraft && req.EarlyExit {
+		return fieldErr("draft", "self and exit", "one of: a draft pack, self, exit", "two draft sources")
+	}
+	cfg.SelfDraft, cfg.EarlyExit = req.SelfDraft, req.EarlyExit
+	if req.ExitMaxError != nil {
+		v := *req.ExitMaxError
+		if !finite(v) || v < 0 {
+			return fieldErr("exit_max_error", v, "0 = no bound, or a positive RMS error", "")
+		}
+		if v != 0 && !req.EarlyExit {
+			return fieldErr("exit_max_error", v, "omit it, or use draft exit", "bounds the early exit's drafting only")
+		}
+		cfg.ExitMaxError = v
+	}
+	if cfg.EarlyExit && cfg.Verify != arsampler.Prefix {
+		return fieldErr("verify", strconv.Quote(cfg.Verify.String()), "prefix", "draft exit verifies with prefix only (group has no drafted contexts to continue)")
+	}
+	return nil
 }
 
 // SamplingOptions checks the sampling settings of req alone against a pack's manifest (the
