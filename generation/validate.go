@@ -57,15 +57,15 @@ func (p Plan) Images() int { return len(p.Classes) }
 // not expose. Nil pointers and empty strings mean "the default".
 type Request struct {
 	api.GenerateRequest
-	SelfDraft bool     // spec: the target drafts from its own previous pass (no draft pack)
+	SelfDraft bool // spec: the target drafts from its own previous pass (no draft pack)
 	// EarlyExit (spec): the target's own first blocks plus the pack's trained exit draft (no
 	// draft pack; the target pack needs early_exit graphs). Not together with SelfDraft.
 	EarlyExit bool
 	// ExitMaxError (spec, with EarlyExit): drafting stops at the first position whose predicted
 	// RMS error of the exit exceeds it; 0 = no bound.
 	ExitMaxError *float64
-	Rejection string   // spec: what replaces a rejected draft: residual (default) or target
-	Tolerance *float64 // spec: acceptance tolerance in nats; 0 = off
+	Rejection    string   // spec: what replaces a rejected draft: residual (default) or target
+	Tolerance    *float64 // spec: acceptance tolerance in nats; 0 = off
 	// NGiven says N was given explicitly (a command-line flag): 0 is then refused instead of
 	// meaning the default of one image per class.
 	NGiven bool
@@ -160,10 +160,6 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 		}
 		return p, nil
 	}
-	if req.EarlyExit && man.EarlyExit == nil {
-		return p, fieldErr("draft", "exit", "a draft pack, or self; scripts/early_exit.py adds the exit graphs to a target pack",
-			"target pack "+p.Pack+" has no early_exit entry")
-	}
 	if cat.Draft == nil && !req.SelfDraft && !req.EarlyExit {
 		return p, fieldErr("mode", mode, "target", "no draft model is loaded")
 	}
@@ -179,6 +175,10 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	cfg, gamma, err := specConfig(req, pre, cat.Provider)
 	if err != nil {
 		return p, err
+	}
+	if cfg.EarlyExit && man.EarlyExit == nil {
+		return p, fieldErr("draft", "exit", "a draft pack, or self; scripts/early_exit.py adds the exit graphs to a target pack",
+			"target pack "+p.Pack+" has no early_exit entry")
 	}
 	cfg.Sampling = p.Options
 	p.Spec, p.GammaText = &cfg, gamma

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ type specBench struct {
 	gammas, prefills, verifies, acceptances, batches string
 	schedules                                        string
 	drafts, rejections, tolerances                   string
+	exitMaxErrors                                    string
 	imagesMin, ablationGamma                         int
 }
 
@@ -27,7 +29,8 @@ func (b *specBench) add(fs *flag.FlagSet) {
 	fs.StringVar(&b.acceptances, "acceptances", "paper,exact", "spec: acceptance criteria")
 	fs.StringVar(&b.schedules, "schedules", "batched,lazy", "spec: schedules of prefix rounds (group rounds are always one pass)")
 	fs.StringVar(&b.batches, "batches", "1,8,32", "spec: batch sizes (images per run = max(batch, --spec-images))")
-	fs.StringVar(&b.drafts, "drafts", "pack", "spec: draft sources: pack (the --draft pack) and/or self (the target drafting from its own previous pass)")
+	fs.StringVar(&b.drafts, "drafts", "pack", "spec: draft sources: pack (the --draft pack), self (the target drafting from its own previous pass), exit (the target's first blocks plus its trained exit; prefix + batched rows only)")
+	fs.StringVar(&b.exitMaxErrors, "exit-max-errors", "0", "spec, draft exit: confidence bounds (predicted RMS error of the exit at which drafting stops; 0 = none)")
 	fs.StringVar(&b.rejections, "rejections", "residual", "spec: what replaces a rejected draft: residual and/or target")
 	fs.StringVar(&b.tolerances, "tolerances", "0", "spec: acceptance tolerances in nats (0 = off)")
 	fs.IntVar(&b.imagesMin, "spec-images", 4, "spec: at least this many images per configuration")
@@ -65,6 +68,11 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 	if err != nil {
 		return err
 	}
+	for _, sf := range grid {
+		if sf.earlyExit && target.Exit == nil {
+			return fmt.Errorf("draft exit: target pack %s has no early_exit graphs (scripts/early_exit.py adds them)", target.Manifest.Name)
+		}
+	}
 	// target-only and draft-only time per image at each batch size, measured in this run
 	targetSec, draftSec := map[int]float64{}, map[int]float64{}
 	fmt.Println("| batch | target-only s/image | draft-only s/image | c (draft/target) |")
@@ -93,24 +101,29 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 		for _, bs := range batches {
 			n := max(bs, b.imagesMin)
 			d := draft
-			if sf.selfDraft {
+			if sf.selfDraft || sf.earlyExit {
 				d = nil
 			}
-			sum, cfg, err := runSpecOnce(target, d, sf, base, classesFor(n), bs)
+			sum, stops, cfg, err := runSpecOnce(target, d, sf, base, classesFor(n), bs)
 			if err != nil {
 				return err
 			}
 			perImage := sum.Seconds / float64(n)
-			// the CPU prediction needs a draft network's measured cost; self-drafting's rows are
-			// costed in the GPU table below
+			// the CPU prediction needs a draft network's measured cost; self-drafting's and the
+			// exit's rows are costed in the GPU table below
 			predicted := "–"
-			if !sf.selfDraft {
+			if !sf.selfDraft && !sf.earlyExit {
 				c := draftSec[bs] / targetSec[bs]
 				predicted = fmt.Sprintf("%.2fx", cfg.PredictedSpeedup(sum.Alpha, c, int(sum.MeanGamma+0.5)))
 			}
 			gamma, accept := sf.gamma, sf.acceptance
-			if sf.selfDraft {
+			switch {
+			case sf.selfDraft:
 				gamma += " (self)"
+			case sf.earlyExit && sf.exitMaxError > 0:
+				gamma += fmt.Sprintf(" (exit, max error %g)", sf.exitMaxError)
+			case sf.earlyExit:
+				gamma += " (exit)"
 			}
 			if k := (&specFlags{rejection: sf.rejection, tolerance: sf.tolerance}).describeKnobs(); k != "" {
 				accept += ", " + k
@@ -118,15 +131,19 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 			fmt.Printf("| %s | %g | %s | %s | %s | %d | %.3f | %.2f | %.2f | %.4f | %.2fx | %s |\n",
 				gamma, sf.prefill, sf.verify, cfg.Schedule, accept, bs, sum.Alpha, sum.MeanGamma, sum.RowsPerToken, perImage,
 				targetSec[bs]/perImage, predicted)
-			gpuRows = append(gpuRows, fmt.Sprintf("| %s | %g | %s | %s | %s | %d | %.3f (%.3f to %.3f) | %.2f | %.2f | %.3f | %.2f | %.2fx |",
+			exitStops := "–"
+			if sf.earlyExit {
+				exitStops = strconv.Itoa(stops)
+			}
+			gpuRows = append(gpuRows, fmt.Sprintf("| %s | %g | %s | %s | %s | %d | %.3f (%.3f to %.3f) | %.2f | %.2f | %.3f | %.2f | %.3f | %s | %.2fx |",
 				gamma, sf.prefill, sf.verify, cfg.Schedule, accept, bs, sum.Alpha, sum.AlphaLow, sum.AlphaHigh, sum.TokensPerTarget,
-				sum.RowsPerToken, sum.CostRatio, sum.DraftCallsPerRound, sum.PredictedGPUSpeedup))
+				sum.RowsPerToken, sum.CostRatio, sum.DraftCallsPerRound, sum.VerifyCost, exitStops, sum.PredictedGPUSpeedup))
 		}
 	}
 	fmt.Println()
-	fmt.Printf("Predicted GPU speedup (a batched pass costs about one pass): tokens per target pass / (1 + c x draft calls per round), c from this run's per-token times; alpha with its %.0f%% Hoeffding interval:\n\n", 100*arsampler.AlphaConfidence)
-	fmt.Println("| gamma | prefill | verify | schedule | acceptance | batch | alpha | tokens/target pass | target rows/token | c | draft calls/round | predicted GPU speedup |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("Predicted GPU speedup (a batched pass costs about one pass): tokens per target pass / (v + c x draft calls per round), c from this run's per-token times, v the verification pass's cost in target steps (1; less for exit drafts, whose verification runs only the blocks after the exit); exit stops: rounds the confidence bound ended early; alpha with its %.0f%% Hoeffding interval:\n\n", 100*arsampler.AlphaConfidence)
+	fmt.Println("| gamma | prefill | verify | schedule | acceptance | batch | alpha | tokens/target pass | target rows/token | c | draft calls/round | verify cost v | exit stops | predicted GPU speedup |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range gpuRows {
 		fmt.Println(r)
 	}
@@ -136,7 +153,7 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 	fmt.Println("|---|---|---|---|")
 	for _, sf := range ablation {
 		bs := batches[len(batches)-1]
-		sum, _, err := runSpecOnce(target, draft, sf, base, classesFor(max(bs, b.imagesMin)), bs)
+		sum, _, _, err := runSpecOnce(target, draft, sf, base, classesFor(max(bs, b.imagesMin)), bs)
 		if err != nil {
 			return err
 		}
@@ -175,9 +192,21 @@ func (b *specBench) ablation() []specFlags {
 func (b *specBench) grid() ([]specFlags, error) {
 	var out []specFlags
 	for _, d := range splitList(b.drafts) {
-		if d != "pack" && d != selfDraftName {
-			return nil, fmt.Errorf("draft %q unknown (allowed: pack, self)", d)
+		if d != "pack" && d != selfDraftName && d != exitDraftName {
+			return nil, fmt.Errorf("draft %q unknown (allowed: pack, %s, %s)", d, selfDraftName, exitDraftName)
 		}
+	}
+	var bounds []float64
+	for _, e := range splitList(b.exitMaxErrors) {
+		bound, err := strconv.ParseFloat(e, 64)
+		if err != nil {
+			return nil, fmt.Errorf("exit max error %q is not a number", e)
+		}
+		bounds = append(bounds, bound) // the range is checked with the configuration
+	}
+	wantExit := slices.Contains(splitList(b.drafts), exitDraftName)
+	if !wantExit && (len(bounds) != 1 || bounds[0] != 0) {
+		return nil, fmt.Errorf("exit max errors %q apply to draft exit only (allowed: add exit to --drafts, or omit --exit-max-errors)", b.exitMaxErrors)
 	}
 	var lambdas []float64
 	for _, tol := range splitList(b.tolerances) {
@@ -187,6 +216,7 @@ func (b *specBench) grid() ([]specFlags, error) {
 		}
 		lambdas = append(lambdas, lambda)
 	}
+	exitRows := false
 	for _, g := range splitList(b.gammas) {
 		for _, pf := range splitList(b.prefills) {
 			prefill, err := strconv.ParseFloat(pf, 64)
@@ -201,10 +231,20 @@ func (b *specBench) grid() ([]specFlags, error) {
 				for _, sch := range schedules {
 					for _, a := range splitList(b.acceptances) {
 						for _, d := range splitList(b.drafts) {
-							for _, rej := range splitList(b.rejections) {
-								for _, lambda := range lambdas {
-									out = append(out, specFlags{gamma: g, prefill: prefill, verify: v, acceptance: a, align: "on",
-										schedule: sch, maxTries: 1000, selfDraft: d == selfDraftName, rejection: rej, tolerance: lambda})
+							exitBounds := []float64{0}
+							if d == exitDraftName {
+								if v != "prefix" || sch != "batched" {
+									continue // the exit verifies prefix rounds, batched only
+								}
+								exitBounds, exitRows = bounds, true
+							}
+							for _, bound := range exitBounds {
+								for _, rej := range splitList(b.rejections) {
+									for _, lambda := range lambdas {
+										out = append(out, specFlags{gamma: g, prefill: prefill, verify: v, acceptance: a, align: "on",
+											schedule: sch, maxTries: 1000, selfDraft: d == selfDraftName, earlyExit: d == exitDraftName,
+											exitMaxError: bound, rejection: rej, tolerance: lambda})
+									}
 								}
 							}
 						}
@@ -213,16 +253,24 @@ func (b *specBench) grid() ([]specFlags, error) {
 			}
 		}
 	}
+	if wantExit && !exitRows {
+		return nil, fmt.Errorf("draft exit verifies prefix rounds, batched only (allowed: prefix in --verifies and batched in --schedules)")
+	}
 	return out, nil
 }
 
-// runSpecOnce runs one speculative configuration and returns its summary and the configuration
-// it resolved to (whose cost model predicts the row's speedup).
-func runSpecOnce(target, draft *mar.Model, sf specFlags, opt mar.Options, classes []int, batch int) (arsampler.Summary, arsampler.Config, error) {
+// runSpecOnce runs one speculative configuration and returns its summary, the rounds the exit's
+// confidence bound ended (draft exit) and the configuration it resolved to (whose cost model
+// predicts the row's speedup).
+func runSpecOnce(target, draft *mar.Model, sf specFlags, opt mar.Options, classes []int, batch int) (arsampler.Summary, int, arsampler.Config, error) {
 	cfg, err := sf.config(opt)
 	if err != nil {
-		return arsampler.Summary{}, cfg, err
+		return arsampler.Summary{}, 0, cfg, err
 	}
-	_, sum, err := arsampler.Generate(target, draft, cfg, classes, 0, batch)
-	return sum, cfg, err
+	res, sum, err := arsampler.Generate(target, draft, cfg, classes, 0, batch)
+	stops := 0
+	for _, r := range res {
+		stops += r.Stats.ExitStops
+	}
+	return sum, stops, cfg, err
 }

@@ -251,7 +251,7 @@ func newChunkGenerator(text string, s evalSettings, target, draft *mar.Model, ba
 		return g, nil
 	}
 	d := draft
-	if plan.Spec.SelfDraft {
+	if plan.Spec.SelfDraft || plan.Spec.EarlyExit {
 		d = nil
 	}
 	if _, err := arsampler.NewEngine(target, d, *plan.Spec); err != nil { // packs that do not match, a prefill of no token

@@ -16,8 +16,11 @@ import (
 // maxImages bounds one request: larger runs belong to offline scoring with its own batching.
 const maxImages = 10000
 
-// selfDraftName is the --draft value that selects self-drafting.
-const selfDraftName = "self"
+// The --draft values (draft= in eval configurations) that draft with the target itself.
+const (
+	selfDraftName = generation.DraftSelf // from its own previous pass
+	exitDraftName = generation.DraftExit // its first blocks plus a trained exit
+)
 
 type generateFlags struct {
 	rt                       *runtimeFlags
@@ -41,7 +44,7 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&g.preset, "preset", "", "a named bundle of settings: "+strings.Join(generation.PresetNames(), ", ")+"; flags given explicitly win")
 	fs.StringVar(&g.model, "model", "", "run one pack alone: target, draft (embedded) or a pack folder; the --draft pack runs in draft mode, any other as --mode target --target PACK")
 	fs.StringVar(&g.target, "target", "target", "target pack (embedded name or folder)")
-	fs.StringVar(&g.draft, "draft", "draft", "draft pack (embedded name or folder), or self: the target drafts from its own previous pass (no draft network; spec mode)")
+	fs.StringVar(&g.draft, "draft", "draft", "draft pack (embedded name or folder), self: the target drafts from its own previous pass, or exit: the target's first blocks plus its trained exit draft (both spec mode, no draft network)")
 	fs.StringVar(&g.class, "class", "all", "class id, name, file-name slug (t-shirt-top), 'all', or a comma-separated list of those")
 	fs.IntVar(&g.n, "n", 1, "images per class")
 	fs.Uint64Var(&g.seed, "seed", 0, "random seed: the same seed and options give the same image bytes")
@@ -169,7 +172,7 @@ func (g *generateFlags) request(set map[string]bool, local bool) (generation.Req
 	if g.model != "" {
 		// the draft pack alone is draft mode (stamped so); any other pack runs as the target
 		mode := generation.ModeTarget
-		if g.model == g.draft && g.model != selfDraftName {
+		if g.model == g.draft && g.model != selfDraftName && g.model != exitDraftName {
 			mode = generation.ModeDraft
 		} else {
 			cat.TargetPack = g.model
@@ -206,7 +209,7 @@ func (g *generateFlags) request(set map[string]bool, local bool) (generation.Req
 	if set["final-step-noise"] {
 		req.FinalStepNoise = &g.finalNoise
 	}
-	g.spec.selfDraft = g.draft == selfDraftName
+	g.spec.selfDraft, g.spec.earlyExit = g.draft == selfDraftName, g.draft == exitDraftName
 	if err := g.spec.request(&req, set); err != nil {
 		return req, cat, err
 	}
@@ -222,10 +225,10 @@ func (g *generateFlags) request(set map[string]bool, local bool) (generation.Req
 		}
 		cat.Target = p.Manifest
 	}
-	if mode == generation.ModeDraft || (mode == generation.ModeSpec && !req.SelfDraft) {
-		if g.draft == selfDraftName {
-			return req, cat, &generation.FieldError{Field: "draft", Value: selfDraftName, Allowed: "a draft pack, or mode spec",
-				Reason: "self-drafting has no draft-only mode"}
+	if mode == generation.ModeDraft || (mode == generation.ModeSpec && !req.SelfDraft && !req.EarlyExit) {
+		if g.draft == selfDraftName || g.draft == exitDraftName {
+			return req, cat, &generation.FieldError{Field: "draft", Value: g.draft, Allowed: "a draft pack, or mode spec",
+				Reason: "drafting with the target itself has no draft-only mode"}
 		}
 		p, err := generation.LoadPack(cat.DraftPack)
 		if err != nil {
@@ -251,12 +254,15 @@ func (g *generateFlags) report(plan generation.Plan, cat generation.Catalog, res
 	sum := res.Summary
 	if sum != nil {
 		cfg := plan.Spec
-		draft := selfDraftName
-		if !cfg.SelfDraft {
+		draft := plan.DraftSource()
+		if !cfg.SelfDraft && !cfg.EarlyExit {
 			draft = cat.Draft.Name
 		}
 		base["config"], base["draft"], base["schedule"] = plan.SpecText(), draft, cfg.Schedule.String()
 		base["lossless"], base["rejection"], base["tolerance"] = cfg.Lossless(), cfg.Rejection.String(), cfg.Tolerance
+		if cfg.EarlyExit {
+			base["exit_max_error"], base["exit_stops"] = cfg.ExitMaxError, exitStops(res.Images)
+		}
 	}
 	if g.jsonOut {
 		if sum != nil {
@@ -282,12 +288,30 @@ func printSpecSummary(base map[string]any, s *arsampler.Summary) {
 		s.Resampled, s.ResamplerTries, s.ResamplerBoundHits, s.Fallbacks, s.Bonus, s.Prefilled, s.TargetOnly)
 	fmt.Printf("  target: %d passes (%d rows, %.2f per token); draft: %d passes (%d rows), %d self-draft head rows; %d rounds, mean gamma %.2f, %.2f tokens per target pass\n",
 		s.TargetForwards, s.TargetRows, s.RowsPerToken, s.DraftForwards, s.DraftRows, s.DraftHeadRows, s.Rounds, s.MeanGamma, s.TokensPerTarget)
-	fmt.Printf("  predicted GPU speedup %.2fx = %.2f tokens per pass / (1 + c %.3f x %.2f draft calls per round)\n",
-		s.PredictedGPUSpeedup, s.TokensPerTarget, s.CostRatio, s.DraftCallsPerRound)
+	verify := "1"
+	if s.VerifyCost != 1 { // early exit: verification runs only the blocks after the exit
+		verify = fmt.Sprintf("verification %.3f", s.VerifyCost)
+	}
+	fmt.Printf("  predicted GPU speedup %.2fx = %.2f tokens per pass / (%s + c %.3f x %.2f draft calls per round)\n",
+		s.PredictedGPUSpeedup, s.TokensPerTarget, verify, s.CostRatio, s.DraftCallsPerRound)
+	if stops, ok := base["exit_stops"].(int); ok {
+		fmt.Printf("  early exit: %d rounds stopped drafting at the confidence bound (exit max error %g; 0 = none)\n", stops, base["exit_max_error"])
+	}
 	fmt.Printf("  draft-target token distance (RMS) %.3f, mean log Sigma %.3f\n", s.MeanTokenDistance, s.MeanLogSigma)
 	if lossless, _ := base["lossless"].(bool); !lossless {
 		fmt.Printf("  lossy: %s\n", lossyNote(base, s))
 	}
+}
+
+// exitStops counts the early-exit rounds whose drafting the exit's confidence bound ended.
+func exitStops(imgs []generation.Image) int {
+	n := 0
+	for _, im := range imgs {
+		if im.Spec != nil {
+			n += im.Spec.ExitStops
+		}
+	}
+	return n
 }
 
 // lossyNote says how far the run's knobs may move each token's law (docs/speculative.md).

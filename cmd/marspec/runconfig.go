@@ -21,7 +21,7 @@ type runConfig struct {
 }
 
 const configKeysTarget = "num_iter, steps, anneal, final_noise"
-const configKeysSpec = "gamma, prefill, verify, acceptance, align, draft, rejection, tolerance, steps"
+const configKeysSpec = "gamma, prefill, verify, acceptance, align, draft, exit_max_error, rejection, tolerance, steps"
 
 // parseRunConfig reads one configuration against the run's settings. Every value is checked
 // here, before anything is generated or written.
@@ -87,7 +87,7 @@ func parseRunConfig(text string, s evalSettings, target *mar.Model, base specFla
 			if err := sf.set(k, v); err != nil {
 				return fail("%v", err)
 			}
-			if k != "draft" && k != "rejection" && k != "tolerance" {
+			if k != "draft" && k != "rejection" && k != "tolerance" && k != "exit_max_error" {
 				continue // in the spec description and name already
 			}
 			suffix = append(suffix, k+v)
@@ -138,13 +138,17 @@ func (s *specFlags) set(k, v string) error {
 		s.align = v
 	case "draft":
 		switch v {
-		case "pack":
-			s.selfDraft = false
-		case selfDraftName:
-			s.selfDraft = true
+		case "pack", selfDraftName, exitDraftName:
+			s.selfDraft, s.earlyExit = v == selfDraftName, v == exitDraftName
 		default:
-			return fmt.Errorf("draft %q unknown (allowed: pack, %s)", v, selfDraftName)
+			return fmt.Errorf("draft %q unknown (allowed: pack, %s, %s)", v, selfDraftName, exitDraftName)
 		}
+	case "exit_max_error":
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+			return fmt.Errorf("exit max error %q out of range (allowed: 0 = no bound, or a positive RMS error)", v)
+		}
+		s.exitMaxError = f
 	case "rejection":
 		s.rejection = v // checked by config, with the flag's message
 	case "tolerance":

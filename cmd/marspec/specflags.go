@@ -20,6 +20,8 @@ type specFlags struct {
 	prefill                          float64
 	maxTries                         int
 	selfDraft                        bool    // --draft self (generate), draft=self (eval): no draft network
+	earlyExit                        bool    // --draft exit, draft=exit: the target's first blocks + trained exit draft
+	exitMaxError                     float64 // --exit-max-error, exit_max_error=: the exit's confidence bound; 0 = none
 	rejection                        string  // residual (default) or target (seed 000's practical variant)
 	tolerance                        float64 // acceptance tolerance lambda in nats; 0 = off
 }
@@ -30,9 +32,10 @@ func (s *specFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&s.verify, "verify", "prefix", "prefix (the paper's Algorithm 1) or group (one target pass per round, tokens judged independently)")
 	fs.StringVar(&s.acceptance, "acceptance", "paper", "paper (with Sigma) or exact (Sigma = 1, lossless)")
 	fs.StringVar(&s.align, "align", "on", "share noise between draft and target: on or off")
-	fs.StringVar(&s.schedule, "schedule", "auto", "prefix rounds: batched (one target pass over gamma+1 contexts), lazy (depth by depth, same images, fewer rows), or auto (lazy on cpu, batched on cuda and with --draft self)")
+	fs.StringVar(&s.schedule, "schedule", "auto", "prefix rounds: batched (one target pass over gamma+1 contexts), lazy (depth by depth, same images, fewer rows), or auto (lazy on cpu, batched on cuda and with --draft self or exit; exit runs batched only)")
 	fs.IntVar(&s.maxTries, "max-resample-tries", 1000, "bound on acceptance-rejection tries per rejected token")
 	fs.StringVar(&s.rejection, "rejection", "residual", "a rejected draft becomes: residual (a draw from the modified distribution, lossless with exact) or target (the target's own draw: free, lossy, TV bias per token at most alpha)")
+	fs.Float64Var(&s.exitMaxError, "exit-max-error", 0, "with --draft exit: stop a round's drafting at the first position whose predicted RMS error of the exit exceeds this (0 = no bound, gamma drafts)")
 	fs.Float64Var(&s.tolerance, "tolerance", 0, "acceptance tolerance lambda in nats: accept with min(1, e^lambda r); 0 = off, > 0 lossy (see docs/speculative.md)")
 }
 
@@ -72,7 +75,10 @@ func (s *specFlags) request(req *generation.Request, set map[string]bool) error 
 	if given("tolerance") {
 		req.Tolerance = &s.tolerance
 	}
-	req.SelfDraft = s.selfDraft
+	if given("exit-max-error") {
+		req.ExitMaxError = &s.exitMaxError
+	}
+	req.SelfDraft, req.EarlyExit = s.selfDraft, s.earlyExit
 	return nil
 }
 
@@ -95,7 +101,13 @@ func (s *specFlags) describe() string {
 func (s *specFlags) describeKnobs() string {
 	var parts []string
 	if s.selfDraft {
-		parts = append(parts, "draft=self")
+		parts = append(parts, "draft="+generation.DraftSelf)
+	}
+	if s.earlyExit {
+		parts = append(parts, "draft="+generation.DraftExit)
+		if s.exitMaxError != 0 {
+			parts = append(parts, fmt.Sprintf("exit_max_error=%g", s.exitMaxError))
+		}
 	}
 	if s.rejection != "" && s.rejection != "residual" {
 		parts = append(parts, "rejection="+s.rejection)
