@@ -15,8 +15,8 @@ import (
 )
 
 // localOnly are generate's flags that a server does not take: it runs its own packs and
-// runtime, and its wire has no self-drafting, lossy knobs or annealing.
-var localOnly = []string{"model", "target", "draft", "batch", "steps-late", "rejection", "tolerance", "threads", "device", "provider", "ort-lib"}
+// runtime, and its wire has no self-drafting, early exit, lossy knobs or annealing.
+var localOnly = []string{"model", "target", "draft", "batch", "steps-late", "rejection", "tolerance", "exit-max-error", "threads", "device", "provider", "ort-lib"}
 
 // runOnServer is `generate --server URL`: the same request, checked and run by the server,
 // its images written into --out under the names a local run gives, the grid and heatmap drawn
