@@ -141,7 +141,7 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 		}
 	}
 	fmt.Println()
-	fmt.Printf("Predicted GPU speedup (a batched pass costs about one pass): tokens per target pass / (v + c x draft calls per round), c from this run's per-token times, v the verification pass's cost in target steps (1; less for exit drafts, whose verification runs only the blocks after the exit); exit stops: rounds the confidence bound ended early; alpha with its %.0f%% Hoeffding interval:\n\n", 100*arsampler.AlphaConfidence)
+	fmt.Printf("Predicted GPU speedup (a batched pass costs about one pass): tokens per target pass / (v + c x draft calls per round), c from this run's per-token times, v the verification pass's cost in target steps (1; less for exit drafts, whose verification runs only the blocks after the exit); exit stops: image rounds whose drafting the confidence bound ended; alpha with its %.0f%% Hoeffding interval:\n\n", 100*arsampler.AlphaConfidence)
 	fmt.Println("| gamma | prefill | verify | schedule | acceptance | batch | alpha | tokens/target pass | target rows/token | c | draft calls/round | verify cost v | exit stops | predicted GPU speedup |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range gpuRows {

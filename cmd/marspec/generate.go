@@ -286,7 +286,7 @@ func printSpecSummary(base map[string]any, s *arsampler.Summary) {
 		s.Alpha, 100*s.AlphaConfidence, s.AlphaLow, s.AlphaHigh, s.ImageAlphaMean, s.ImageAlphaLow, s.ImageAlphaHigh, s.Accepted, s.Drafted)
 	fmt.Printf("  rejected: %d resampled (%d tries, %d bound hits), %d taken from the target; %d bonus, %d pre-filled, %d target-only\n",
 		s.Resampled, s.ResamplerTries, s.ResamplerBoundHits, s.Fallbacks, s.Bonus, s.Prefilled, s.TargetOnly)
-	fmt.Printf("  target: %d passes (%d rows, %.2f per token); draft: %d passes (%d rows), %d self-draft head rows; %d rounds, mean gamma %.2f, %.2f tokens per target pass\n",
+	fmt.Printf("  target: %d passes (%d rows, %.2f per token); draft: %d passes (%d rows), %d rows drafted by the target's head (self, exit); %d rounds, mean gamma %.2f, %.2f tokens per target pass\n",
 		s.TargetForwards, s.TargetRows, s.RowsPerToken, s.DraftForwards, s.DraftRows, s.DraftHeadRows, s.Rounds, s.MeanGamma, s.TokensPerTarget)
 	verify := "1"
 	if s.VerifyCost != 1 { // early exit: verification runs only the blocks after the exit
@@ -295,7 +295,7 @@ func printSpecSummary(base map[string]any, s *arsampler.Summary) {
 	fmt.Printf("  predicted GPU speedup %.2fx = %.2f tokens per pass / (%s + c %.3f x %.2f draft calls per round)\n",
 		s.PredictedGPUSpeedup, s.TokensPerTarget, verify, s.CostRatio, s.DraftCallsPerRound)
 	if stops, ok := base["exit_stops"].(int); ok {
-		fmt.Printf("  early exit: %d rounds stopped drafting at the confidence bound (exit max error %g; 0 = none)\n", stops, base["exit_max_error"])
+		fmt.Printf("  early exit: %d image rounds stopped drafting at the confidence bound (exit max error %g; 0 = none)\n", stops, base["exit_max_error"])
 	}
 	fmt.Printf("  draft-target token distance (RMS) %.3f, mean log Sigma %.3f\n", s.MeanTokenDistance, s.MeanLogSigma)
 	if lossless, _ := base["lossless"].(bool); !lossless {
