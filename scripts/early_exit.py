@@ -13,7 +13,16 @@ Graphs (opset 17, batch axis B dynamic):
   exit_draft.onnx: tokens [B,49,16], mask [B,49] (1 = unknown), class_ids [B] int64,
                    drop_class [B] -> z_exit [B,49,W], exit_logvar [B,49], hidden [B,53,W]
   exit_rest.onnx:  hidden [B,53,W], mask [B,49] -> z [B,49,W], the target's own z
-exit_logvar predicts log(mean over W of (z_exit - z)^2) at each position.
+exit_logvar predicts log(mean over W of (z_exit - z)^2) at each position (--conf z, the
+default), or log of the head-output error below (--conf head).
+
+Head-output loss (--head-loss W > 0): acceptance depends on how the frozen diffusion head
+reacts to z_exit versus z, not on raw z distance, so at each unknown position draw t uniform
+over the 1000 training steps, x_t ~ q(x_t | x_0 = the data token) (cosine schedule), and add
+W * mean_D[(eps(x_t,t,z_exit) - eps(x_t,t,z))^2 + v_w (v(..z_exit) - v(..z))^2] to the loss.
+Fine-tune an existing exit with --init:
+  /usr/bin/python3 scripts/early_exit.py --depth 1 --init runs/exit-d1/exit-last.pth \
+      --head-loss 1 --minutes 22 --threads 1 --out runs/exit-d1h
 """
 import argparse
 import json
@@ -25,10 +34,13 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from mardiff import Diffusion, cosine_betas
 from marmodel import Block
 
 HELDOUT = 512  # test images in the batch logged during training
 FINAL_HELDOUT = 2048  # test images behind the numbers written to the checkpoint and manifest
+TRAIN_STEPS = 1000  # the head's training schedule (train.py: Diffusion(cosine_betas(1000)))
+DIFFUSION = Diffusion(cosine_betas(TRAIN_STEPS))
 
 
 def _key_mask(mar, mask):
@@ -136,14 +148,36 @@ def sample_masks(b, seq_len, gen=None):
     return (rank < counts).float()
 
 
-def exit_errors(mar, ex, depth, tokens, mask, ids, drop):
-    """Per-position e = mean_W (z_exit - z)^2, predicted log e, and mean_W z^2 of the target."""
+def exit_outputs(mar, ex, depth, tokens, mask, ids, drop):
+    """z_exit and predicted log error (with grad through the exit), and the target's z."""
     with torch.no_grad():
         h = target_hidden(mar, tokens, mask, ids, drop, depth)
         z = target_rest(mar, h, mask, depth)
     z_exit, s = ex(h, mask)
+    return z_exit, s, z
+
+
+def exit_errors(mar, ex, depth, tokens, mask, ids, drop):
+    """Per-position e = mean_W (z_exit - z)^2, predicted log e, and mean_W z^2 of the target."""
+    z_exit, s, z = exit_outputs(mar, ex, depth, tokens, mask, ids, drop)
     e = ((z_exit - z) ** 2).mean(-1)
     return e, s, (z ** 2).mean(-1)
+
+
+def head_errors(net, x0, z_exit, z, n_t=1, v_weight=0.1, gen=None):
+    """Per-position mean_D over the frozen head's outputs of (eps_exit - eps)^2 +
+    v_weight (v_exit - v)^2 at n_t draws of t ~ U{0..999}, x_t ~ q(x_t | x0); averaged over
+    the draws. x0, z_exit, z: [N, D], [N, W], [N, W]; gradient flows into z_exit only."""
+    n, d = x0.shape
+    x0r, zer, zr = x0.repeat(n_t, 1), z_exit.repeat(n_t, 1), z.repeat(n_t, 1)
+    t = torch.randint(0, TRAIN_STEPS, (n * n_t,), generator=gen)
+    xt = DIFFUSION.q_sample(x0r, t, torch.randn(x0r.shape, generator=gen))
+    with torch.no_grad():
+        ref = net(xt, t, zr)
+    out = net(xt, t, zer)
+    err = ((out[:, :d] - ref[:, :d]) ** 2).mean(-1) + \
+        v_weight * ((out[:, d:] - ref[:, d:]) ** 2).mean(-1)
+    return err.reshape(n_t, n).mean(0)
 
 
 def heldout_batch(n, seq_len, seed=1234):
@@ -158,22 +192,30 @@ def heldout_batch(n, seq_len, seed=1234):
     return tokens, sample_masks(n, seq_len, gen), ids, drop
 
 
-def evaluate(mar, ex, depth, batch, chunk=256):
-    """Relative MSE (mean e / mean z^2 over unknown positions) and corr(s, log e) there."""
+def evaluate(mar, ex, depth, batch, chunk=256, v_weight=0.1):
+    """Relative MSE (mean e / mean z^2 over unknown positions) and corr(s, log e) there; the
+    mean head-output error (head_errors, 2 fixed-seed draws of t and noise per position) and
+    corr(s, log head error)."""
     tokens, mask, ids, drop = batch
-    es, ss, zs = [], [], []
+    gen = torch.Generator().manual_seed(4321)  # the same t and noise at every evaluation
+    es, ss, zs, hs = [], [], [], []
     with torch.no_grad():
         for i in range(0, tokens.shape[0], chunk):
             sl = slice(i, i + chunk)
-            e, s, z2 = exit_errors(mar, ex, depth, tokens[sl], mask[sl], ids[sl], drop[sl])
+            z_exit, s, z = exit_outputs(mar, ex, depth, tokens[sl], mask[sl], ids[sl], drop[sl])
             sel = mask[sl] > 0.5
-            es.append(e[sel]), ss.append(s[sel]), zs.append(z2[sel])
-    e, s, z2 = torch.cat(es), torch.cat(ss), torch.cat(zs)
+            e = ((z_exit - z) ** 2).mean(-1)
+            es.append(e[sel]), ss.append(s[sel]), zs.append((z ** 2).mean(-1)[sel])
+            hs.append(head_errors(mar.diffloss.net, tokens[sl][sel], z_exit[sel], z[sel],
+                                  n_t=2, v_weight=v_weight, gen=gen))
+    e, s, z2, he = torch.cat(es), torch.cat(ss), torch.cat(zs), torch.cat(hs)
     # None while s is still constant (at initialisation): no correlation is defined
-    corr = None if float(s.std()) == 0 else \
-        round(float(np.corrcoef(s.numpy(), torch.log(e).numpy())[0, 1]), 4)
-    return dict(relative_mse=round(float(e.mean() / z2.mean()), 5), logvar_corr=corr,
-                mse=round(float(e.mean()), 6))
+    def corr(err):
+        return None if float(s.std()) == 0 else \
+            round(float(np.corrcoef(s.numpy(), torch.log(err).numpy())[0, 1]), 4)
+    return dict(relative_mse=round(float(e.mean() / z2.mean()), 5), logvar_corr=corr(e),
+                mse=round(float(e.mean()), 6), head_err=round(float(he.mean()), 6),
+                logvar_corr_head=corr(he))
 
 
 def load_target(path):
@@ -198,8 +240,18 @@ def train(args):
                          "(the target's encoder blocks)")
     ex = ExitHead.from_target(mar, args.exit_blocks)
     ema = ExitHead.from_target(mar, args.exit_blocks)
+    if args.init:
+        init = torch.load(args.init, map_location="cpu")
+        if (init["depth"], init["exit_blocks"]) != (args.depth, args.exit_blocks):
+            raise SystemExit(f"--init {args.init}: depth {init['depth']}, exit_blocks "
+                             f"{init['exit_blocks']}; allowed only the run's --depth "
+                             f"{args.depth} and --exit-blocks {args.exit_blocks}")
+        # both start from the EMA weights: the exit that was measured and exported
+        ex.load_state_dict(init["exit"])
+        ema.load_state_dict(init["exit"])
     for p in ema.parameters():
         p.requires_grad_(False)
+    net = mar.diffloss.net
     images, labels = fmnist.load("train")
     tokens, labels_t = fmnist.tokenize(images), torch.from_numpy(labels)
     n, L, _ = tokens.shape
@@ -212,10 +264,12 @@ def train(args):
 
     note(start=True, depth=args.depth, exit_blocks=args.exit_blocks, minutes=args.minutes,
          threads=args.threads, batch=args.batch, params=sum(p.numel() for p in ex.parameters()),
-         target=args.target_ckpt, **{"heldout_at_init": evaluate(mar, ema, args.depth, held)})
+         target=args.target_ckpt, init=args.init, head_loss=args.head_loss, head_t=args.head_t,
+         head_v=args.head_v, conf=args.conf, lr=args.lr,
+         **{"heldout_at_init": evaluate(mar, ema, args.depth, held, v_weight=args.head_v)})
     budget = args.minutes * 60
     start = last_save = time.time()
-    step, run_loss, run_e = 0, 0.0, 0.0
+    step, run_loss, run_e, run_h = 0, 0.0, 0.0, 0.0
     warned = False
     while time.time() - start < budget:
         elapsed = time.time() - start
@@ -226,11 +280,22 @@ def train(args):
         idx = torch.randint(0, n, (args.batch,))
         drop = (torch.rand(args.batch) < 0.1).float()  # CFG's unconditional branch too
         mask = sample_masks(args.batch, L)
-        e, s, _ = exit_errors(mar, ex, args.depth, tokens[idx], mask, labels_t[idx], drop)
+        z_exit, s, z = exit_outputs(mar, ex, args.depth, tokens[idx], mask, labels_t[idx], drop)
         sel = mask > 0.5
-        e, s = e[sel], s[sel]
-        # the MSE trains z_exit; the Gaussian NLL on the (stopped) error trains s toward log e
-        loss = e.mean() + (e.detach() * torch.exp(-s) + s).mean()
+        z_exit, s, z = z_exit[sel], s[sel], z[sel]
+        e = ((z_exit - z) ** 2).mean(-1)
+        loss = e.mean()  # the MSE trains z_exit
+        h = None
+        if args.head_loss > 0 or args.conf == "head":
+            h = head_errors(net, tokens[idx][sel], z_exit, z, args.head_t, args.head_v)
+            if args.head_loss > 0:
+                loss = loss + args.head_loss * h.mean()
+        if step == 0:
+            note(step=0, z_mse=round(e.mean().item(), 6),
+                 head_err=None if h is None else round(h.mean().item(), 6))
+        # the Gaussian NLL on the (stopped) error trains s toward log e (or log head error)
+        target = h if args.conf == "head" else e
+        loss = loss + (target.detach() * torch.exp(-s) + s).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(ex.parameters(), 3.0)
@@ -242,6 +307,7 @@ def train(args):
         step += 1
         run_loss += loss.item()
         run_e += e.mean().item()
+        run_h += 0.0 if h is None else h.mean().item()
         if step == 50 and not warned:
             projected = int(step * budget / (time.time() - start))
             if projected < 2000:
@@ -250,12 +316,14 @@ def train(args):
         if step % args.log_every == 0:
             note(step=step, minutes=round((time.time() - start) / 60, 2), lr=lr,
                  loss=round(run_loss / args.log_every, 5), mse=round(run_e / args.log_every, 6),
-                 heldout_ema=evaluate(mar, ema, args.depth, held))
-            run_loss = run_e = 0.0
+                 head_err=round(run_h / args.log_every, 6),
+                 heldout_ema=evaluate(mar, ema, args.depth, held, v_weight=args.head_v))
+            run_loss = run_e = run_h = 0.0
         if time.time() - last_save > 300:
             save(args, ex, ema, step, start, None)
             last_save = time.time()
-    final = evaluate(mar, ema, args.depth, heldout_batch(FINAL_HELDOUT, L, seed=99))
+    final = evaluate(mar, ema, args.depth, heldout_batch(FINAL_HELDOUT, L, seed=99),
+                     v_weight=args.head_v)
     path = save(args, ex, ema, step, start, final)
     note(done=True, step=step, heldout_final=final, ckpt=path)
     return path
@@ -354,6 +422,13 @@ def export_into_pack(ck_path, pack, target_ckpt=None):
                      "minutes": ck["minutes"], "steps": ck["steps"],
                      "relative_mse": heldout["relative_mse"], "logvar_corr": heldout["logvar_corr"]},
     }
+    run = ck.get("args") or {}
+    if run.get("init") or run.get("head_loss") or run.get("conf", "z") != "z":
+        # fine-tuned / head-loss exits say so; older checkpoints keep the entry as it was
+        manifest["early_exit"]["training"].update(
+            init=run.get("init"), head_loss=run.get("head_loss"), head_t=run.get("head_t"),
+            head_v=run.get("head_v"), logvar_predicts=run.get("conf", "z"),
+            head_err=heldout.get("head_err"), logvar_corr_head=heldout.get("logvar_corr_head"))
     with open(manifest_path, "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
@@ -376,6 +451,16 @@ def main():
     ap.add_argument("--out", help="training run folder (train.log, exit-last.pth)")
     ap.add_argument("--pack", help="pack to add the exit graphs to (after training, or with --export-only)")
     ap.add_argument("--export-only", action="store_true")
+    ap.add_argument("--init", help="exit checkpoint to start training from (same depth and "
+                                   "exit blocks); default: the target's own decoder")
+    ap.add_argument("--head-loss", type=float, default=0.0,
+                    help="weight of the frozen head's output error under z_exit vs z "
+                         "(0 = z-MSE only)")
+    ap.add_argument("--head-t", type=int, default=1, help="draws of t per position (head loss)")
+    ap.add_argument("--head-v", type=float, default=0.1,
+                    help="weight of the head's v output relative to eps in the head error")
+    ap.add_argument("--conf", choices=["z", "head"], default="z",
+                    help="what exit_logvar predicts: log z error (z) or log head-output error")
     ap.add_argument("--ckpt", help="exit checkpoint to export (--export-only)")
     args = ap.parse_args()
     if args.export_only:
