@@ -6,7 +6,8 @@ For each pair (the embedded Fashion-MNIST pair; random-weight MAR-B draft / MAR-
     64-step schedule (num_iter 64; skipped where L <= 64, as for the embedded pair's 49 tokens);
   - the paper's Table 1 setting: speculative decoding at --spec-batch with gamma in --gammas,
     prefill 5%, prefix and group verification, the draft/target cost ratio c measured;
-  - the self-draft (--draft self) at the same settings;
+  - the self-draft (--draft self) at the same settings, and the early exit (--draft exit, prefix,
+    without and with --exit-max-error 0.2) where the target pack has one;
   - each against target-only at the same batch, at one token per step and at 64 steps;
   - with --official DIR (random pair): the official PyTorch MAR code's images/s on the same
     weights (scripts/official_mar_bench.py), at 64 steps and at one token per step.
@@ -46,13 +47,18 @@ def load_results(path):
     return out
 
 
-def seq_len(pack):
-    """L of a pack: the embedded ones are 7x7 (Fashion-MNIST); folders say it in their manifest."""
+def manifest(pack):
+    """A pack's manifest: a folder's own, or for an embedded pack's name the committed copy."""
     path = os.path.join(pack, "manifest.json")
     if not os.path.exists(path):
-        return 49
+        path = os.path.join(ROOT, "models", pack, "manifest.json")
     with open(path) as f:
-        g = json.load(f)["grid"]
+        return json.load(f)
+
+
+def seq_len(pack):
+    """L of a pack, from its manifest."""
+    g = manifest(pack)["grid"]
     return g["height"] * g["width"]
 
 
@@ -156,10 +162,10 @@ class Bench:
                                                              "--batch", str(batch), "--num-iter", str(k), *steps])
             sb = a.spec_batch
             n = self.images_for(sb)
-            for drafter in ("pack", "self"):
+            for drafter, draft_arg, extra, verifies in self.drafters(target, draft):
                 for gamma in a.gammas:
-                    for verify in ("prefix", "group"):
-                        argv = ["--mode", "spec", "--target", target, "--draft", draft if drafter == "pack" else "self",
+                    for verify in verifies:
+                        argv = ["--mode", "spec", "--target", target, "--draft", draft_arg, *extra,
                                 "--class", "0", "--n", str(n), "--batch", str(sb), "--gamma", str(gamma),
                                 "--prefill", "0.05", "--verify", verify, *steps]
                         self.run(f"{name}/spec-{drafter}/b{sb}/g{gamma}/{verify}", argv)
@@ -171,6 +177,17 @@ class Bench:
             if self.stopped:
                 break
         self.write_markdown()
+
+    @staticmethod
+    def drafters(target, draft):
+        """The draft sources of a pair: (label, --draft value, extra flags, verifications). The
+        early exit (prefix only; without and with its confidence bound) when the target pack has
+        the early_exit graphs."""
+        out = [("pack", draft, [], ("prefix", "group")), ("self", "self", [], ("prefix", "group"))]
+        if "early_exit" in manifest(target):
+            out += [("exit", "exit", [], ("prefix",)),
+                    ("exit-bound0.2", "exit", ["--exit-max-error", "0.2"], ("prefix",))]
+        return out
 
     def target_batches(self):
         """--batches, and the speculative rows' batch, which their speedups are taken at."""
@@ -231,9 +248,9 @@ class Bench:
                                                               f" at one token per step (L = {L}: no fewer-step schedule asked for):"), "",
                       f"| draft | gamma | verify | images/s | alpha | c | speedup vs 1 token/step | speedup vs {kmax or '-'} steps |",
                       "|---|---|---|---|---|---|---|---|"]
-            for drafter in ("pack", "self"):
+            for drafter, _, _, verifies in self.drafters(target, draft):
                 for gamma in a.gammas:
-                    for verify in ("prefix", "group"):
+                    for verify in verifies:
                         r = self.results.get(f"{name}/spec-{drafter}/b{sb}/g{gamma}/{verify}")
                         if not r:
                             lines.append(f"| {drafter} | {gamma} | {verify} | not measured | | | | |")

@@ -98,3 +98,33 @@ func readResults(t *testing.T, path string) map[string]float64 {
 	}
 	return out
 }
+
+// The GPU benchmark measures the early-exit draft where the target pack has one (the embedded
+// target, by name) and not where it has none (a folder whose manifest lacks early_exit).
+func TestGPUBenchDrafters(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	raw, err := os.ReadFile(filepath.Join("..", "models", "target", "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "early_exit")
+	plain, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), plain, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := "import sys, gpu_bench\nfor p in sys.argv[1:]: print(','.join(d[0] for d in gpu_bench.Bench.drafters(p, 'draft')))"
+	out, err := exec.Command(python, "-c", script, "target", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	got := strings.Split(strings.TrimSpace(string(out)), "\n")
+	want := []string{"pack,self,exit,exit-bound0.2", "pack,self"}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("drafters %q, want %q", got, want)
+	}
+}
