@@ -112,14 +112,23 @@ func TestLoadPackFS(t *testing.T) {
 		"packs/p/transformer.onnx": {Data: []byte("T")},
 		"packs/p/head.onnx":        {Data: []byte("H")},
 		"packs/p/head_loop.onnx":   {Data: []byte("F")},
+		"packs/p/exit_draft.onnx":  {Data: []byte("XD")},
+		"packs/p/exit_rest.onnx":   {Data: []byte("XR")},
 	}
 	p, err := LoadPackFS(fsys, "packs/p", "embedded/p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(p.Transformer) != "T" || string(p.Head) != "H" || string(p.HeadLoop) != "F" || p.Manifest.Name != "fmnist-target" {
+	if string(p.Transformer) != "T" || string(p.Head) != "H" || string(p.HeadLoop) != "F" || p.Manifest.Name != "fmnist-target" ||
+		string(p.ExitDraft) != "XD" || string(p.ExitRest) != "XR" {
 		t.Fatalf("pack read wrongly: %+v", p)
 	}
+	// the early-exit graphs are optional, but a manifest that names them needs the files
+	delete(fsys, "packs/p/exit_rest.onnx")
+	if _, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err == nil || !strings.Contains(err.Error(), "embedded/p: cannot read exit_rest.onnx") {
+		t.Fatalf("missing exit_rest.onnx: %v", err)
+	}
+	fsys["packs/p/exit_rest.onnx"] = &fstest.MapFile{Data: []byte("XR")}
 	// the fused graph is optional, but a manifest that names it needs the file (Open says so)
 	delete(fsys, "packs/p/head_loop.onnx")
 	if p, err = LoadPackFS(fsys, "packs/p", "embedded/p"); err != nil {

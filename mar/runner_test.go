@@ -168,6 +168,8 @@ func TestGraphMismatchNamesFile(t *testing.T) {
 	copyFile(filepath.Join(targetPack, "manifest.json"), "manifest.json")
 	copyFile(filepath.Join(targetPack, "head_loop.onnx"), "head_loop.onnx")
 	copyFile(filepath.Join(targetPack, "head.onnx"), "head.onnx")
+	copyFile(filepath.Join(targetPack, "exit_draft.onnx"), "exit_draft.onnx")
+	copyFile(filepath.Join(targetPack, "exit_rest.onnx"), "exit_rest.onnx")
 	copyFile(filepath.Join(targetPack, "head.onnx"), "transformer.onnx") // a head where the transformer should be
 	pack, err := LoadPackDir(dir)
 	if err != nil {
@@ -194,5 +196,12 @@ func TestGraphMismatchNamesFile(t *testing.T) {
 	pack, _ = LoadPackDir(dir)
 	if _, err = pack.Open(onnxrt.SessionOptions{}); err == nil || !strings.Contains(err.Error(), "head_loop.onnx") || !strings.Contains(err.Error(), "shape") {
 		t.Fatalf("error %v should name head_loop.onnx and the shape mismatch", err)
+	}
+	// the exit's rest graph where its draft graph should be
+	copyFile(filepath.Join(targetPack, "head_loop.onnx"), "head_loop.onnx")
+	copyFile(filepath.Join(targetPack, "exit_rest.onnx"), "exit_draft.onnx")
+	pack, _ = LoadPackDir(dir)
+	if _, err = pack.Open(onnxrt.SessionOptions{}); err == nil || !strings.Contains(err.Error(), "exit_draft.onnx") || !strings.Contains(err.Error(), "input") {
+		t.Fatalf("error %v should name exit_draft.onnx and the input mismatch", err)
 	}
 }
