@@ -139,7 +139,8 @@ func TestGalleryInBrowser(t *testing.T) {
 	b.screenshot(t, "detail-job", "#detail")
 	b.do(t, "closing the detail", chromedp.Click(chromedp.CSS("#detail-close")))
 
-	// The compare view: one Sneaker, seed 3, target alone then speculative.
+	// The compare view: one Sneaker, seed 3: the target at one token per step, the default
+	// preset, then speculative; the summary quotes the speedup against both.
 	setValue(t, b, "#c-class", "7")
 	setValue(t, b, "#c-n", "1")
 	setValue(t, b, "#c-seed", "3")
@@ -148,18 +149,22 @@ func TestGalleryInBrowser(t *testing.T) {
 	if state := eval[string](t, b, `document.querySelector("#cmp-result").dataset.state`); state != "done" {
 		t.Fatalf("compare %s: %s", state, eval[string](t, b, `document.querySelector("#cmp-error").textContent`))
 	}
-	for _, role := range []string{"target", "spec"} {
+	for _, c := range []struct{ role, mode, preset string }{{"target", "target", ""}, {"preset", "target", "fast"}, {"spec", "spec", ""}} {
+		role := c.role
 		col := fmt.Sprintf(`#cmp-result .cmp-col[data-role="%s"]`, role)
 		b.waitFor(t, role+" images", imagesRendered(col, 1), time.Minute)
 		jid := eval[string](t, b, fmt.Sprintf(`document.querySelector(%s).dataset.job`, js(col)))
 		cg := getGeneration(t, ts.URL, jid)
-		if cg.Settings.Mode != role || cg.Settings.Seed != 3 || cg.Settings.Classes[0] != 7 || cg.Status != api.StatusSucceeded {
-			t.Errorf("%s column shows job %s: mode %s, seed %d, classes %v, %s", role, jid, cg.Settings.Mode, cg.Settings.Seed, cg.Settings.Classes, cg.Status)
+		if cg.Settings.Mode != c.mode || cg.Settings.Preset != c.preset || cg.Settings.Seed != 3 || cg.Settings.Classes[0] != 7 || cg.Status != api.StatusSucceeded {
+			t.Errorf("%s column shows job %s: mode %s, preset %q, seed %d, classes %v, %s", role, jid, cg.Settings.Mode, cg.Settings.Preset, cg.Settings.Seed, cg.Settings.Classes, cg.Status)
 		}
 		shown := eval[string](t, b, fmt.Sprintf(`document.querySelector(%s).dataset.seconds`, js(col+" .cmp-time")))
 		if want := fmt.Sprint(cg.Seconds); shown != want || cg.Seconds <= 0 {
 			t.Errorf("%s column shows %s s, the API measured %v s", role, shown, cg.Seconds)
 		}
+	}
+	if sum := eval[string](t, b, `document.querySelector("#cmp-result .cmp-summary").textContent`); !strings.Contains(sum, "one token per step") || !strings.Contains(sum, "the fast preset") {
+		t.Errorf("compare summary %q does not quote the speedup against both baselines", sum)
 	}
 	b.screenshot(t, "compare", "#compare")
 	eval[bool](t, b, `(() => { window.scrollTo(0, 0); return true; })()`)
