@@ -87,18 +87,7 @@ func (e *Engine) exitDraftPhase() (int, error) {
 	open := append([]*imageState(nil), e.active...)
 	s := 0
 	for ; len(open) > 0; s++ {
-		ctx := mar.NewContextBatch(len(open), e.L, e.D)
-		for r, st := range open {
-			if s == 0 {
-				c := mar.NewContextBatch(1, e.L, e.D)
-				copy(c.Tokens, st.tokens)
-				copy(c.Mask, st.mask)
-				ctxs[st] = c
-			}
-			copy(ctx.Tokens[r*e.L*e.D:], ctxs[st].Tokens)
-			copy(ctx.Mask[r*e.L:], ctxs[st].Mask)
-			ctx.ClassIDs[r] = int64(st.job.Class)
-		}
+		ctx := e.draftContexts(open, ctxs)
 		passStart := time.Now()
 		pass, err := mar.RunExitDraft(e.target.Exit, ctx, W, e.guided())
 		if err != nil {

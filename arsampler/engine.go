@@ -231,18 +231,7 @@ func (e *Engine) draftPhase() (int, error) {
 				imgs = append(imgs, st)
 			}
 		}
-		ctx := mar.NewContextBatch(len(imgs), e.L, e.D)
-		for r, st := range imgs {
-			if s == 0 {
-				c := mar.NewContextBatch(1, e.L, e.D)
-				copy(c.Tokens, st.tokens)
-				copy(c.Mask, st.mask)
-				ctxs[st] = c
-			}
-			copy(ctx.Tokens[r*e.L*e.D:], ctxs[st].Tokens)
-			copy(ctx.Mask[r*e.L:], ctxs[st].Mask)
-			ctx.ClassIDs[r] = int64(st.job.Class)
-		}
+		ctx := e.draftContexts(imgs, ctxs)
 		z, zu, err := e.condition(e.draft, ctx)
 		if err != nil {
 			return s, err
@@ -266,6 +255,26 @@ func (e *Engine) draftPhase() (int, error) {
 		}
 	}
 	return maxGamma, nil
+}
+
+// draftContexts batches the images' current drafting contexts (verified tokens plus this
+// round's drafts so far), kept one row per image in ctxs and started from the verified tokens on
+// an image's first depth.
+func (e *Engine) draftContexts(imgs []*imageState, ctxs map[*imageState]*mar.ContextBatch) *mar.ContextBatch {
+	ctx := mar.NewContextBatch(len(imgs), e.L, e.D)
+	for r, st := range imgs {
+		c, ok := ctxs[st]
+		if !ok {
+			c = mar.NewContextBatch(1, e.L, e.D)
+			copy(c.Tokens, st.tokens)
+			copy(c.Mask, st.mask)
+			ctxs[st] = c
+		}
+		copy(ctx.Tokens[r*e.L*e.D:], c.Tokens)
+		copy(ctx.Mask[r*e.L:], c.Mask)
+		ctx.ClassIDs[r] = int64(st.job.Class)
+	}
+	return ctx
 }
 
 // targetItem is one token the target samples this round: for image img, the j-th position of
