@@ -34,13 +34,33 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from mardiff import Diffusion, cosine_betas
+from mardiff import Diffusion, cosine_betas, space_timesteps
 from marmodel import Block
 
 HELDOUT = 512  # test images in the batch logged during training
 FINAL_HELDOUT = 2048  # test images behind the numbers written to the checkpoint and manifest
 TRAIN_STEPS = 1000  # the head's training schedule (train.py: Diffusion(cosine_betas(1000)))
 DIFFUSION = Diffusion(cosine_betas(TRAIN_STEPS))
+SAMPLER_STEPS = 50  # the respaced schedule the sampler walks (mardiff.Diffusion.respaced)
+
+
+def head_t_weights(dist):
+    """Probabilities over the 1000 training steps for the head loss's t (--head-t-dist).
+    uniform: every step; sampler: only the 50 steps the respaced sampler visits, equally;
+    late: those 50 steps with p(t) proportional to 1/sqrt(1 - alphabar_t), so the small-t steps,
+    where the last-step Gaussian is narrow, are drawn most (the square root because the plain
+    1/(1 - alphabar_t) puts 96% of the draws on t = 0 alone)."""
+    if dist == "uniform":
+        return torch.full((TRAIN_STEPS,), 1.0 / TRAIN_STEPS)
+    w = torch.zeros(TRAIN_STEPS, dtype=torch.float64)
+    keep = torch.tensor(space_timesteps(TRAIN_STEPS, SAMPLER_STEPS))
+    if dist == "sampler":
+        w[keep] = 1.0
+    elif dist == "late":
+        w[keep] = (1.0 - torch.from_numpy(DIFFUSION.acp)[keep].double()).rsqrt()
+    else:
+        raise ValueError(f"head t distribution {dist!r}: allowed uniform, sampler, late")
+    return (w / w.sum()).float()
 
 
 def _key_mask(mar, mask):
@@ -164,13 +184,16 @@ def exit_errors(mar, ex, depth, tokens, mask, ids, drop):
     return e, s, (z ** 2).mean(-1)
 
 
-def head_errors(net, x0, z_exit, z, n_t=1, v_weight=0.1, gen=None):
+def head_errors(net, x0, z_exit, z, n_t=1, v_weight=0.1, gen=None, t_weights=None):
     """Per-position mean_D over the frozen head's outputs of (eps_exit - eps)^2 +
-    v_weight (v_exit - v)^2 at n_t draws of t ~ U{0..999}, x_t ~ q(x_t | x0); averaged over
-    the draws. x0, z_exit, z: [N, D], [N, W], [N, W]; gradient flows into z_exit only."""
+    v_weight (v_exit - v)^2 at n_t draws of t ~ U{0..999} (or ~ t_weights, head_t_weights),
+    x_t ~ q(x_t | x0); averaged over the draws. x0, z_exit, z: [N, D], [N, W], [N, W]; gradient flows into z_exit only."""
     n, d = x0.shape
     x0r, zer, zr = x0.repeat(n_t, 1), z_exit.repeat(n_t, 1), z.repeat(n_t, 1)
-    t = torch.randint(0, TRAIN_STEPS, (n * n_t,), generator=gen)
+    if t_weights is None:
+        t = torch.randint(0, TRAIN_STEPS, (n * n_t,), generator=gen)
+    else:
+        t = torch.multinomial(t_weights, n * n_t, replacement=True, generator=gen)
     xt = DIFFUSION.q_sample(x0r, t, torch.randn(x0r.shape, generator=gen))
     with torch.no_grad():
         ref = net(xt, t, zr)
@@ -265,8 +288,9 @@ def train(args):
     note(start=True, depth=args.depth, exit_blocks=args.exit_blocks, minutes=args.minutes,
          threads=args.threads, batch=args.batch, params=sum(p.numel() for p in ex.parameters()),
          target=args.target_ckpt, init=args.init, head_loss=args.head_loss, head_t=args.head_t,
-         head_v=args.head_v, conf=args.conf, lr=args.lr,
+         head_v=args.head_v, head_t_dist=args.head_t_dist, conf=args.conf, lr=args.lr,
          **{"heldout_at_init": evaluate(mar, ema, args.depth, held, v_weight=args.head_v)})
+    t_weights = None if args.head_t_dist == "uniform" else head_t_weights(args.head_t_dist)
     budget = args.minutes * 60
     start = last_save = time.time()
     step, run_loss, run_e, run_h = 0, 0.0, 0.0, 0.0
@@ -287,12 +311,14 @@ def train(args):
         loss = e.mean()  # the MSE trains z_exit
         h = None
         if args.head_loss > 0 or args.conf == "head":
-            h = head_errors(net, tokens[idx][sel], z_exit, z, args.head_t, args.head_v)
+            h = head_errors(net, tokens[idx][sel], z_exit, z, args.head_t, args.head_v,
+                            t_weights=t_weights)
             if args.head_loss > 0:
                 loss = loss + args.head_loss * h.mean()
         if step == 0:
             note(step=0, z_mse=round(e.mean().item(), 6),
-                 head_err=None if h is None else round(h.mean().item(), 6))
+                 head_err=None if h is None else round(h.mean().item(), 6),
+                 head_term=None if h is None else round(args.head_loss * h.mean().item(), 6))
         # the Gaussian NLL on the (stopped) error trains s toward log e (or log head error)
         target = h if args.conf == "head" else e
         loss = loss + (target.detach() * torch.exp(-s) + s).mean()
@@ -457,6 +483,11 @@ def main():
                     help="weight of the frozen head's output error under z_exit vs z "
                          "(0 = z-MSE only)")
     ap.add_argument("--head-t", type=int, default=1, help="draws of t per position (head loss)")
+    ap.add_argument("--head-t-dist", choices=["uniform", "sampler", "late"], default="uniform",
+                    help="t for the head loss during training: uniform over the 1000 training "
+                    "steps; sampler = only the 50 steps the respaced sampler visits, equally; "
+                    "late = those 50 with p(t) proportional to 1/sqrt(1-alphabar_t), favouring the "
+                    "small-t steps (t=0 gets ~54%%). The held-out head_err stays uniform for comparability")
     ap.add_argument("--head-v", type=float, default=0.1,
                     help="weight of the head's v output relative to eps in the head error")
     ap.add_argument("--conf", choices=["z", "head"], default="z",
