@@ -63,33 +63,6 @@ def head_t_weights(dist):
     return (w / w.sum()).float()
 
 
-def _key_mask(mar, mask):
-    """[B, buffer+L] 1 = unknown, and forward_keep's additive key bias built from it."""
-    full_mask = torch.cat([torch.zeros(mask.shape[0], mar.buffer_size), mask], dim=1)
-    return full_mask, full_mask * -1e9
-
-
-def target_hidden(mar, tokens, mask, class_ids, drop, depth):
-    """The encoder state after blocks 0..depth-1, exactly as forward_keep computes it."""
-    x = mar._embed(tokens, class_ids, drop)
-    _, key_bias = _key_mask(mar, mask)
-    for blk in mar.encoder_blocks[:depth]:
-        x = blk(x, key_bias)
-    return x
-
-
-def target_rest(mar, hidden, mask, depth):
-    """forward_keep from the encoder state after `depth` blocks on: the target's z."""
-    full_mask, key_bias = _key_mask(mar, mask)
-    x = hidden
-    for blk in mar.encoder_blocks[depth:]:
-        x = blk(x, key_bias)
-    x = mar.decoder_embed(mar.encoder_norm(x))
-    m = full_mask[:, :, None]
-    x = x * (1 - m) + mar.mask_token * m
-    return mar._decode(x)
-
-
 class ExitHead(nn.Module):
     """A shortened decoder on the early hidden state: initialised from the target's
     encoder_norm, decoder_embed, mask token, decoder positions, first decoder blocks and
@@ -146,7 +119,7 @@ class DraftGraph(nn.Module):
         self.mar, self.exit_head, self.depth = mar, exit_head, depth
 
     def forward(self, tokens, mask, class_ids, drop_class):
-        h = target_hidden(self.mar, tokens, mask, class_ids, drop_class, self.depth)
+        h = self.mar.encode_until(tokens, mask, class_ids, drop_class, self.depth)
         z_exit, logvar = self.exit_head(h, mask)
         return z_exit, logvar, h
 
@@ -157,7 +130,7 @@ class RestGraph(nn.Module):
         self.mar, self.depth = mar, depth
 
     def forward(self, hidden, mask):
-        return target_rest(self.mar, hidden, mask, self.depth)
+        return self.mar.finish_from(hidden, mask, self.depth)
 
 
 def sample_masks(b, seq_len, gen=None):
@@ -171,8 +144,8 @@ def sample_masks(b, seq_len, gen=None):
 def exit_outputs(mar, ex, depth, tokens, mask, ids, drop):
     """z_exit and predicted log error (with grad through the exit), and the target's z."""
     with torch.no_grad():
-        h = target_hidden(mar, tokens, mask, ids, drop, depth)
-        z = target_rest(mar, h, mask, depth)
+        h = mar.encode_until(tokens, mask, ids, drop, depth)
+        z = mar.finish_from(h, mask, depth)
     z_exit, s = ex(h, mask)
     return z_exit, s, z
 
@@ -384,7 +357,7 @@ def export_graphs(mar, ex, depth, out):
                           dynamic_axes={k: {0: "B"} for k in ["tokens", "mask", "class_ids",
                                                                "drop_class", "z_exit",
                                                                "exit_logvar", "hidden"]})
-        h = target_hidden(mar, tokens, mask, ids, drop, depth)
+        h = mar.encode_until(tokens, mask, ids, drop, depth)
         torch.onnx.export(RestGraph(mar, depth), (h, mask), rest, opset_version=17,
                           input_names=["hidden", "mask"], output_names=["z"],
                           dynamic_axes={k: {0: "B"} for k in ["hidden", "mask", "z"]})
@@ -409,7 +382,7 @@ def _name_output_dims(path, dims):
 
 
 def check_split(mar, depth, b=8, seed=0):
-    """max |target_rest(target_hidden(x)) - forward_keep(x)| on random inputs with per-row masks."""
+    """max |finish_from(encode_until(x)) - forward_keep(x)| on random inputs with per-row masks."""
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randn(b, mar.seq_len, mar.token_dim, generator=gen)
     mask = sample_masks(b, mar.seq_len, gen)
@@ -418,7 +391,7 @@ def check_split(mar, depth, b=8, seed=0):
     drop = (torch.arange(b) % 2).float()
     with torch.no_grad():
         z = mar.forward_keep(tokens, mask, ids, drop)
-        z2 = target_rest(mar, target_hidden(mar, tokens, mask, ids, drop, depth), mask, depth)
+        z2 = mar.finish_from(mar.encode_until(tokens, mask, ids, drop, depth), mask, depth)
     return (z - z2).abs().max().item()
 
 

@@ -205,11 +205,27 @@ class MAR(nn.Module):
 
     def forward_keep(self, tokens, mask, class_ids, drop):
         """Export path: masked tokens stay in the sequence but are never attended to."""
-        b = tokens.shape[0]
+        depth = len(self.encoder_blocks)
+        return self.finish_from(self.encode_until(tokens, mask, class_ids, drop, depth), mask, depth)
+
+    def _full_mask(self, mask):
+        """The mask over buffer + tokens (buffer rows always known) and its attention key bias."""
+        full_mask = torch.cat([torch.zeros(mask.shape[0], self.buffer_size), mask], dim=1)
+        return full_mask, full_mask * -1e9
+
+    def encode_until(self, tokens, mask, class_ids, drop, depth):
+        """forward_keep's encoder state after blocks 0..depth-1 (early exits start here)."""
         x = self._embed(tokens, class_ids, drop)
-        full_mask = torch.cat([torch.zeros(b, self.buffer_size), mask], dim=1)
-        key_bias = full_mask * -1e9
-        for blk in self.encoder_blocks:
+        _, key_bias = self._full_mask(mask)
+        for blk in self.encoder_blocks[:depth]:
+            x = blk(x, key_bias)
+        return x
+
+    def finish_from(self, hidden, mask, depth):
+        """The rest of forward_keep from encode_until's state at `depth`: z for every position."""
+        full_mask, key_bias = self._full_mask(mask)
+        x = hidden
+        for blk in self.encoder_blocks[depth:]:
             x = blk(x, key_bias)
         x = self.decoder_embed(self.encoder_norm(x))
         m = full_mask[:, :, None]

@@ -69,7 +69,7 @@ def main():
     drop = torch.tensor([0.0, 1.0, 0.0, 1.0])
     with torch.no_grad():
         z = mar.forward_keep(tokens, mask, ids, drop)
-        h = ee.target_hidden(mar, tokens, mask, ids, drop, len(mar.encoder_blocks))
+        h = mar.encode_until(tokens, mask, ids, drop, len(mar.encoder_blocks))
         z_exit, logvar = full(h, mask)
     d = (z - z_exit).abs().max().item()
     check("exit head initialised from the target", d <= TOL, f"max |z_exit - z| = {d:.2g}")
@@ -92,8 +92,8 @@ def main():
 
     # the check above can fail: continuing from the wrong depth is caught
     with torch.no_grad():
-        h1 = ee.target_hidden(mar, tokens, mask, ids, drop, 1)
-        wrong = (ee.target_rest(mar, h1, mask, 2) - z).abs().max().item()
+        h1 = mar.encode_until(tokens, mask, ids, drop, 1)
+        wrong = (mar.finish_from(h1, mask, 2) - z).abs().max().item()
     check("a wrong split depth is detected", wrong > 1e-3, f"max diff {wrong:.2g}")
 
     # PyTorch outputs of both graphs on fixed inputs, for an ONNX Runtime comparison in Go
