@@ -68,10 +68,7 @@ func (e *Engine) exitRound() error {
 	}
 	end := time.Now()
 	e.decide(items, x0, runs)
-	e.Stats.DraftTime += mid.Sub(start)
-	e.Stats.TargetTime += end.Sub(mid)
-	e.Stats.OtherTime += time.Since(end)
-	e.auto.observeCost(mid.Sub(start), steps, end.Sub(mid))
+	e.account(start, mid, end, steps)
 	return nil
 }
 

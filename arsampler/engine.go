@@ -183,11 +183,17 @@ func (e *Engine) batchedRound() error {
 	if e.self {
 		e.keepNewestPass(items, z, zu)
 	}
+	e.account(start, mid, end, draftSteps)
+	return nil
+}
+
+// account books a batched round's times (drafting from start to mid, the target's pass and head
+// to end, deciding since) and feeds auto gamma's cost model with the round's draft steps.
+func (e *Engine) account(start, mid, end time.Time, draftSteps int) {
 	e.Stats.DraftTime += mid.Sub(start)
 	e.Stats.TargetTime += end.Sub(mid)
 	e.Stats.OtherTime += time.Since(end)
 	e.auto.observeCost(mid.Sub(start), draftSteps, end.Sub(mid))
-	return nil
 }
 
 func (e *Engine) cfgScale(orderIndex int) float64 {

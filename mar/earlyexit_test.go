@@ -12,14 +12,7 @@ import (
 )
 
 func TestEarlyExitEntry(t *testing.T) {
-	manifest, err := os.ReadFile(filepath.Join(targetPack, "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(manifest, &m); err != nil {
-		t.Fatal(err)
-	}
+	m := targetManifestJSON(t)
 	ok := func() map[string]any {
 		return map[string]any{"depth": 2, "blocks": 6, "exit_blocks": 1, "draft": "exit_draft.onnx",
 			"rest": "exit_rest.onnx", "hidden_len": 53}

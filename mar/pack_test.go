@@ -169,14 +169,7 @@ func withoutHeadLoop(t *testing.T, manifest []byte) []byte {
 }
 
 func TestHeadLoopEntry(t *testing.T) {
-	manifest, err := os.ReadFile(filepath.Join(targetPack, "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(manifest, &m); err != nil {
-		t.Fatal(err)
-	}
+	m := targetManifestJSON(t)
 	for _, c := range []struct {
 		entry map[string]any
 		want  string
