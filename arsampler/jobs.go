@@ -102,6 +102,12 @@ func (e *Engine) Known() map[string]int {
 // waiting ones join between rounds. Results come back in job order, matched by the job's
 // position in the list (two requests may both have an image with index 0).
 func (e *Engine) Run(jobs []Job, maxBatch int) ([]Result, error) {
+	return e.RunEach(jobs, maxBatch, nil)
+}
+
+// RunEach is Run that also hands each round's finished images to each (when not nil) as soon
+// as the round ends, so a caller can keep or count them before the whole run is over.
+func (e *Engine) RunEach(jobs []Job, maxBatch int, each func([]Result)) ([]Result, error) {
 	if maxBatch < 1 {
 		maxBatch = len(jobs)
 	}
@@ -119,6 +125,9 @@ func (e *Engine) Run(jobs []Job, maxBatch int) ([]Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		if each != nil && len(done) > 0 {
+			each(done)
+		}
 		results = append(results, done...)
 	}
 	sort.Slice(results, func(a, b int) bool { return results[a].slot < results[b].slot })
@@ -129,21 +138,30 @@ func (e *Engine) Run(jobs []Job, maxBatch int) ([]Result, error) {
 // firstIndex+i and the configuration's seed) with at most maxBatch in flight, and summarises the
 // run with its wall time. draft may be nil when cfg.SelfDraft is set.
 func Generate(target, draft *mar.Model, cfg Config, classes []int, firstIndex, maxBatch int) ([]Result, Summary, error) {
+	return GenerateEach(target, draft, cfg, classes, firstIndex, maxBatch, nil)
+}
+
+// GenerateEach is Generate that hands finished images to each as they come (Engine.RunEach).
+func GenerateEach(target, draft *mar.Model, cfg Config, classes []int, firstIndex, maxBatch int, each func([]Result)) ([]Result, Summary, error) {
 	jobs := make([]Job, len(classes))
 	for i, c := range classes {
 		jobs[i] = Job{Index: firstIndex + i, Class: c}
 	}
-	return GenerateJobs(target, draft, cfg, jobs, maxBatch)
+	return generateJobs(target, draft, cfg, jobs, maxBatch, each)
 }
 
 // GenerateJobs is Generate for explicit jobs (their own seeds and requests).
 func GenerateJobs(target, draft *mar.Model, cfg Config, jobs []Job, maxBatch int) ([]Result, Summary, error) {
+	return generateJobs(target, draft, cfg, jobs, maxBatch, nil)
+}
+
+func generateJobs(target, draft *mar.Model, cfg Config, jobs []Job, maxBatch int, each func([]Result)) ([]Result, Summary, error) {
 	e, err := NewEngine(target, draft, cfg)
 	if err != nil {
 		return nil, Summary{}, err
 	}
 	start := time.Now()
-	res, err := e.Run(jobs, maxBatch)
+	res, err := e.RunEach(jobs, maxBatch, each)
 	if err != nil {
 		return nil, Summary{}, err
 	}

@@ -28,19 +28,17 @@ func (p Plan) FileName(img Image) string {
 
 // PrepareFolder readies dir for a run's images before anything is generated, so a run never
 // mixes with an earlier one (whose images `marspec fid` would then score too): a missing
-// folder is created, an empty one taken; a folder holding files is refused unless overwrite,
-// which removes the images an earlier run named as FileName does and nothing else. It returns
-// how many it removed and the other files it left.
-func PrepareFolder(dir string, overwrite bool) (removed int, kept []string, err error) {
+// folder is created (with its parents, remembered in c so a failed run removes them), an
+// empty one taken; a folder holding files is refused unless overwrite, which removes the
+// images an earlier run named as FileName does and nothing else. It returns how many it
+// removed and the other files it left.
+func PrepareFolder(dir string, overwrite bool, c *Created) (removed int, kept []string, err error) {
 	if dir == "" {
 		return 0, nil, fieldErr("out", "", "a folder", "missing")
 	}
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return 0, nil, fieldErr("out", dir, "a folder that can be created", err.Error())
-		}
-		return 0, nil, nil
+		return 0, nil, c.Folder("out", dir)
 	}
 	if err != nil {
 		return 0, nil, fieldErr("out", dir, "a folder", err.Error())
@@ -69,28 +67,54 @@ func PrepareFolder(dir string, overwrite bool) (removed int, kept []string, err 
 	return removed, kept, nil
 }
 
-// CheckFileTarget makes sure a file can be written at path (its folder exists) before a run
-// spends minutes generating; field names the setting that gave it.
+// CheckFileTarget makes sure a file can be written at path before a run spends minutes
+// generating, without creating anything: path is not a folder, and the nearest existing
+// folder above it is a folder (missing ones are created when the run starts: Created.ParentOf).
+// field names the setting that gave it.
 func CheckFileTarget(field, path string) error {
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil || !st.IsDir() {
-		return fieldErr(field, strconv.Quote(path), "a file in an existing folder", "folder "+dir+" does not exist")
-	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fieldErr(field, strconv.Quote(path), "a file name", "is a folder")
 	}
-	return nil
+	for d := filepath.Dir(filepath.Clean(path)); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err == nil {
+			if !st.IsDir() {
+				return fieldErr(field, strconv.Quote(path), "a file in a folder", d+" is a file, not a folder")
+			}
+			return nil
+		}
+		if parent := filepath.Dir(d); parent == d {
+			return nil
+		}
+	}
+}
+
+// CheckFolderTarget is CheckFileTarget for a folder a command will make or fill: it is a
+// folder or missing, and the nearest existing path above it is a folder.
+func CheckFolderTarget(field, dir string) error {
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fieldErr(field, strconv.Quote(dir), "a folder", "is a file")
+		}
+		return nil
+	}
+	return CheckFileTarget(field, filepath.Join(dir, "x"))
+}
+
+// SavePNG writes one image of the plan into dir under FileName and returns its path.
+func (p Plan) SavePNG(dir string, img Image) (string, error) {
+	data, err := p.PNG(img)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, p.FileName(img))
+	return path, os.WriteFile(path, data, 0o644)
 }
 
 // SaveImages writes every image to dir under FileName, each with its provenance.
 func (p Plan) SaveImages(dir string, imgs []Image) error {
 	for _, img := range imgs {
-		data, err := p.PNG(img)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, p.FileName(img)), data, 0o644); err != nil {
+		if _, err := p.SavePNG(dir, img); err != nil {
 			return err
 		}
 	}

@@ -24,6 +24,9 @@ type Generator interface {
 	// depends only on the plan, its index and its class, so chunks of a long run can be made
 	// apart (and in any order) and still give the images of one run.
 	Generate(ctx context.Context, classes []int, first int) (Result, error)
+	// GenerateEach is Generate that also hands each image to each (when not nil) as soon as
+	// it is finished, before the run ends: a caller interrupted midway keeps those.
+	GenerateEach(ctx context.Context, classes []int, first int, each func(Image)) (Result, error)
 }
 
 // NewGenerator opens the plan's models and returns its generator, at most maxBatch images in
@@ -53,20 +56,44 @@ type alone struct {
 }
 
 func (g alone) Generate(ctx context.Context, classes []int, first int) (Result, error) {
+	return g.GenerateEach(ctx, classes, first, nil)
+}
+
+// GenerateEach runs the batches one by one, as mar.Model.Generate does inside, so the images
+// are the same; each batch is handed over when it ends and ctx is checked between batches.
+func (g alone) GenerateEach(ctx context.Context, classes []int, first int, each func(Image)) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	opt := g.opt
-	opt.Batch, opt.FirstIndex = g.maxBatch, first
+	batch := g.maxBatch
+	if batch < 1 || batch > len(classes) {
+		batch = len(classes)
+	}
 	start := time.Now()
-	imgs, err := g.model.Generate(classes, opt)
-	if err != nil {
-		return Result{}, err
+	var out []Image
+	for lo := 0; lo < len(classes); lo += batch {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		hi := min(lo+batch, len(classes))
+		opt := g.opt
+		opt.Batch, opt.FirstIndex = 0, first+lo
+		imgs, err := g.model.Generate(classes[lo:hi], opt)
+		if err != nil {
+			return Result{}, err
+		}
+		secs := time.Since(start).Seconds()
+		for _, im := range imgs {
+			img := Image{Index: im.Index, Class: im.Class, Pixels: im.Pixels, Seconds: secs}
+			if each != nil {
+				each(img)
+			}
+			out = append(out, img)
+		}
 	}
 	secs := time.Since(start).Seconds()
-	out := make([]Image, len(imgs))
-	for i, im := range imgs {
-		out[i] = Image{Index: im.Index, Class: im.Class, Pixels: im.Pixels, Seconds: secs}
+	for i := range out {
+		out[i].Seconds = secs
 	}
 	return Result{Images: out, Seconds: secs}, nil
 }
@@ -79,21 +106,38 @@ type speculative struct {
 }
 
 func (g speculative) Generate(ctx context.Context, classes []int, first int) (Result, error) {
+	return g.GenerateEach(ctx, classes, first, nil)
+}
+
+func (g speculative) GenerateEach(ctx context.Context, classes []int, first int, each func(Image)) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
 	start := time.Now()
-	res, sum, err := arsampler.Generate(g.target, g.draft, g.cfg, classes, first, g.maxBatch)
+	var handOver func([]arsampler.Result)
+	if each != nil {
+		handOver = func(done []arsampler.Result) {
+			secs := time.Since(start).Seconds()
+			for _, r := range done {
+				each(specImage(r, secs))
+			}
+		}
+	}
+	res, sum, err := arsampler.GenerateEach(g.target, g.draft, g.cfg, classes, first, g.maxBatch, handOver)
 	if err != nil {
 		return Result{}, err
 	}
 	secs := time.Since(start).Seconds()
 	out := make([]Image, len(res))
 	for i, r := range res {
-		st := r.Stats
-		out[i] = Image{Index: r.Index, Class: r.Class, Pixels: r.Pixels, Spec: &st, Seconds: secs}
+		out[i] = specImage(r, secs)
 	}
 	return Result{Images: out, Summary: &sum, Seconds: secs}, nil
+}
+
+func specImage(r arsampler.Result, secs float64) Image {
+	st := r.Stats
+	return Image{Index: r.Index, Class: r.Class, Pixels: r.Pixels, Spec: &st, Seconds: secs}
 }
 
 // Execute makes every image of plan in this goroutine, at most maxBatch in flight (0 = all):

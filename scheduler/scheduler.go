@@ -62,6 +62,7 @@ type Scheduler struct {
 	closed  bool
 	quit    chan struct{}
 	wg      sync.WaitGroup
+	held    chan struct{} // non-nil while Hold is in force: workers wait for it to close
 }
 
 // running is a job's live state, guarded by Scheduler.mu.
@@ -123,6 +124,37 @@ func (s *Scheduler) submit(job Job, bounded bool) error {
 	w.pending = append(w.pending, r)
 	w.poke()
 	return nil
+}
+
+// Hold keeps every worker from admitting images or stepping until the returned release is
+// called (once; later calls do nothing). Jobs submitted meanwhile queue up and then start
+// together, as one merged batch per engine group: a caller that must submit several jobs
+// before any runs (a test of merging, a batch of jobs taken over at once) holds first.
+func (s *Scheduler) Hold() (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = make(chan struct{})
+	}
+	gate := s.held
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.held == gate {
+				s.held = nil
+			}
+			s.mu.Unlock()
+			close(gate)
+		})
+	}
+}
+
+// gate is the channel a worker waits on before its next admission (nil: not held).
+func (s *Scheduler) gate() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
 }
 
 // Cancel stops a queued or running job; its worker reports Finished(id, ErrCancelled). It

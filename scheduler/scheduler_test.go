@@ -113,6 +113,7 @@ func TestMergedJobsMatchRunAlone(t *testing.T) {
 		{Class: api.Classes{"0"}, N: 3, Seed: u64(1), Mode: "target", Preset: ""},
 	}
 	plans := map[string]generation.Plan{}
+	release := s.Hold() // every job queued before any runs, so merging does not hang on timing
 	for i, r := range reqs {
 		id := fmt.Sprint("job", i)
 		plans[id] = plan(t, r)
@@ -120,6 +121,7 @@ func TestMergedJobsMatchRunAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	release()
 	k.wait(t, len(reqs))
 	for id, p := range plans {
 		if err := k.finished[id]; err != nil {
@@ -352,4 +354,29 @@ func TestProgressCountsTokens(t *testing.T) {
 		}
 	}
 	_ = s.Shutdown(context.Background())
+}
+
+func TestHoldKeepsJobsQueuedUntilReleased(t *testing.T) {
+	models, _ := generation.TestModels()
+	k := newSink()
+	s := New(Config{Models: models, Sink: k, QueueSize: 4, MaxBatch: 4})
+	defer s.Shutdown(context.Background())
+	release := s.Hold()
+	p := plan(t, api.GenerateRequest{Class: api.Classes{"0"}, N: 2, Seed: u64(1), Mode: "target"})
+	if err := s.Submit(Job{ID: "held", Plan: p}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // an analytic image takes about a millisecond
+	k.mu.Lock()
+	made := len(k.images["held"])
+	k.mu.Unlock()
+	if made != 0 {
+		t.Fatalf("%d images made while the scheduler was held", made)
+	}
+	release()
+	release() // a second call does nothing
+	k.wait(t, 1)
+	if err := k.finished["held"]; err != nil || len(k.images["held"]) != 2 {
+		t.Fatalf("after release: err %v, %d images", err, len(k.images["held"]))
+	}
 }

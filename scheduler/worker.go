@@ -33,6 +33,13 @@ func (w *worker) run() {
 			return
 		default:
 		}
+		if gate := w.s.gate(); gate != nil {
+			select {
+			case <-gate:
+			case <-w.s.quit:
+				return
+			}
+		}
 		if err := w.admit(); err != nil {
 			w.failAll(err)
 			continue

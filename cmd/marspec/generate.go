@@ -3,14 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 
 	"marspec/arsampler"
 	"marspec/generation"
+	"marspec/progress"
 )
 
 // maxImages bounds one request: larger runs belong to offline scoring with its own batching.
@@ -37,6 +43,7 @@ type generateFlags struct {
 	jsonOut                  bool
 	heatmap                  string
 	server, token            string
+	quiet                    bool
 }
 
 func (g *generateFlags) add(fs *flag.FlagSet) {
@@ -63,6 +70,7 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&g.jsonOut, "json", false, "print the statistics as one JSON object")
 	fs.StringVar(&g.heatmap, "heatmap", "", "spec mode: write the per-position acceptance map (PNG) to this file")
 	fs.StringVar(&g.server, "server", "", "generate on a running marspec server (http://HOST:PORT) instead of here: its packs and defaults, the same files in --out")
+	fs.BoolVar(&g.quiet, "quiet", false, "no progress on stderr (a bar on a terminal, a line a second otherwise)")
 	fs.StringVar(&g.token, "token", "", "with --server: the server's API token (default $MARSPEC_TOKEN, read when used so -h never shows it)")
 }
 
@@ -95,60 +103,171 @@ func runGenerate(args []string) error {
 	if err != nil {
 		return err
 	}
-	grid, err := g.prepareOutputs(plan.Mode)
-	if err != nil {
+	if err := g.checkOutputs(plan.Mode); err != nil {
 		return err
 	}
 	batch := g.batch
 	if batch == 0 {
 		batch = min(64, plan.Images())
 	}
-	res, err := generation.Execute(context.Background(), plan, &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads}, batch)
+	// the packs open before anything is written: a corrupt pack or a missing device leaves
+	// no folder behind
+	gen, err := generation.NewGenerator(plan, &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads}, batch)
 	if err != nil {
 		return err
 	}
-	if err := plan.SaveImages(g.out, res.Images); err != nil {
+	var made generation.Created
+	grid, err := g.prepareOutputs(&made)
+	if err != nil {
+		made.Undo()
 		return err
 	}
-	written := fmt.Sprintf("wrote %d images to %s", len(res.Images), g.out)
-	if grid != "none" {
-		if err := plan.WriteGrid(grid, res.Images); err != nil {
-			return err
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := g.generateInto(ctx, plan, gen, grid, &made)
+	if err != nil {
+		return err
+	}
+	return g.report(plan, cat, res)
+}
+
+// generateInto runs the plan, writing each image into --out as soon as it is finished, then
+// the grid and the heatmap. Interrupted (Ctrl-C), it keeps the images already written, draws
+// their grid, says so and returns errInterrupted; failing, it removes everything it made.
+func (g *generateFlags) generateInto(ctx context.Context, plan generation.Plan, gen generation.Generator, grid string, made *generation.Created) (generation.Result, error) {
+	bar := progress.New(os.Stderr, "generate", "images", plan.Images(), progress.Options{Quiet: g.quiet})
+	var (
+		mu       sync.Mutex
+		finished []generation.Image
+		saveErr  error
+		stopped  bool
+	)
+	keep := func(img generation.Image) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || saveErr != nil {
+			return
 		}
+		path, err := plan.SavePNG(g.out, img)
+		if err != nil {
+			saveErr = fmt.Errorf("writing image %d: %w", img.Index, err)
+			return
+		}
+		made.File(path)
+		finished = append(finished, img)
+		bar.Add(1, "")
+	}
+	type outcome struct {
+		res generation.Result
+		err error
+	}
+	ended := make(chan outcome, 1)
+	go func() {
+		res, err := gen.GenerateEach(ctx, plan.Classes, 0, keep)
+		ended <- outcome{res, err}
+	}()
+	var o outcome
+	select {
+	case o = <-ended:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	stopped = true
+	kept := slices.Clone(finished)
+	err := errors.Join(o.err, saveErr)
+	mu.Unlock()
+	bar.Done()
+	if ctx.Err() != nil {
+		return generation.Result{}, g.keepInterrupted(plan, kept, grid)
+	}
+	if err != nil {
+		made.Undo()
+		return generation.Result{}, err
+	}
+	written := fmt.Sprintf("wrote %d images to %s", len(o.res.Images), g.out)
+	if grid != "none" {
+		if err := plan.WriteGrid(grid, o.res.Images); err != nil {
+			made.Undo()
+			return generation.Result{}, err
+		}
+		made.File(grid)
 		written += ", the grid to " + grid
 	}
 	if g.heatmap != "" {
-		if err := plan.WriteHeatmap(g.heatmap, res.Summary); err != nil {
-			return err
+		if err := plan.WriteHeatmap(g.heatmap, o.res.Summary); err != nil {
+			made.Undo()
+			return generation.Result{}, err
 		}
 		written += ", the acceptance map to " + g.heatmap
 	}
 	fmt.Fprintln(os.Stderr, written)
-	return g.report(plan, cat, res)
+	return o.res, nil
 }
 
-// prepareOutputs checks every output before minutes of generating, so nothing fails at the
-// end, and readies the image folder; it returns the grid's path ("none": no grid).
-func (g *generateFlags) prepareOutputs(mode string) (string, error) {
+// keepInterrupted draws the grid of the images finished before an interrupt and says what
+// was kept; the images are on disk already.
+func (g *generateFlags) keepInterrupted(plan generation.Plan, kept []generation.Image, grid string) error {
+	slices.SortFunc(kept, func(a, b generation.Image) int { return a.Index - b.Index })
+	msg := fmt.Sprintf("interrupted: kept the %d of %d images finished, in %s", len(kept), plan.Images(), g.out)
+	if grid != "none" && len(kept) > 0 {
+		if err := plan.WriteGrid(grid, kept); err == nil {
+			msg += ", their grid in " + grid
+		}
+	}
+	fmt.Fprintln(os.Stderr, msg)
+	return errInterrupted
+}
+
+// checkOutputs checks every output path before anything is opened or written, so a run never
+// fails at its end for a bad path, and a refused run creates nothing.
+func (g *generateFlags) checkOutputs(mode string) error {
 	if g.heatmap != "" {
 		if mode != generation.ModeSpec {
-			return "", &generation.FieldError{Field: "heatmap", Value: strconv.Quote(g.heatmap), Allowed: "omit it, or use mode spec",
+			return &generation.FieldError{Field: "heatmap", Value: strconv.Quote(g.heatmap), Allowed: "omit it, or use mode spec",
 				Reason: "a " + mode + "-only run verifies no drafts, so it has no acceptance map"}
 		}
 		if err := generation.CheckFileTarget("heatmap", g.heatmap); err != nil {
-			return "", err
+			return err
 		}
 	}
-	grid := g.grid
-	if grid == "" {
-		grid = generation.GridPath(g.out)
-	}
-	if grid != "none" {
+	if grid := g.gridPath(); grid != "none" {
 		if err := generation.CheckFileTarget("grid", grid); err != nil {
+			return err
+		}
+	}
+	if err := generation.CheckFolderTarget("out", g.out); err != nil {
+		return err
+	}
+	if entries, err := os.ReadDir(g.out); err == nil && len(entries) > 0 && !g.overwrite {
+		_, _, err := generation.PrepareFolder(g.out, false, nil) // names what the folder holds
+		return err
+	}
+	return nil
+}
+
+// gridPath is --grid, or by default OUT-grid.png next to the image folder ("none": no grid).
+func (g *generateFlags) gridPath() string {
+	if g.grid == "" {
+		return generation.GridPath(g.out)
+	}
+	return g.grid
+}
+
+// prepareOutputs makes the folders of every output (remembered in made) and readies the image
+// folder; it returns the grid's path ("none": no grid). Call checkOutputs first.
+func (g *generateFlags) prepareOutputs(made *generation.Created) (string, error) {
+	if g.heatmap != "" {
+		if err := made.ParentOf("heatmap", g.heatmap); err != nil {
 			return "", err
 		}
 	}
-	removed, kept, err := generation.PrepareFolder(g.out, g.overwrite)
+	grid := g.gridPath()
+	if grid != "none" {
+		if err := made.ParentOf("grid", grid); err != nil {
+			return "", err
+		}
+	}
+	removed, kept, err := generation.PrepareFolder(g.out, g.overwrite, made)
 	if err != nil {
 		return "", err
 	}
@@ -156,7 +275,7 @@ func (g *generateFlags) prepareOutputs(mode string) (string, error) {
 		fmt.Fprintf(os.Stderr, "removed %d images of an earlier run from %s\n", removed, g.out)
 	}
 	if len(kept) > 0 {
-		fmt.Fprintf(os.Stderr, "kept %d other files in %s (fid scores every PNG there): %s\n", len(kept), g.out, strings.Join(kept, ", "))
+		fmt.Fprintf(os.Stderr, "kept %d other files in %s (fid skips files that are not images): %s\n", len(kept), g.out, strings.Join(kept, ", "))
 	}
 	return grid, nil
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
+	"syscall"
 
 	"marspec/generation"
 	"marspec/render"
@@ -41,19 +43,36 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	grid, err := g.prepareOutputs(mode)
-	if err != nil {
+	if err := g.checkOutputs(mode); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // Ctrl-C cancels the job there
+	var made generation.Created
+	grid, err := g.prepareOutputs(&made)
+	if err != nil {
+		made.Undo()
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // Ctrl-C cancels the job there
 	defer stop()
 	token := g.token
 	if token == "" {
 		token = os.Getenv("MARSPEC_TOKEN")
 	}
-	job, files, err := generateRemote(ctx, g.server, token, req.GenerateRequest, g.out, os.Stderr)
+	var progressOut io.Writer = os.Stderr
+	if g.quiet {
+		progressOut = nil
+	}
+	job, files, err := generateRemote(ctx, g.server, token, req.GenerateRequest, g.out, progressOut)
 	if err != nil {
+		made.Undo()
+		if ctx.Err() != nil {
+			fmt.Fprintf(os.Stderr, "interrupted: the job on %s was cancelled; nothing kept\n", g.server)
+			return errInterrupted
+		}
 		return err
+	}
+	for _, f := range files {
+		made.File(f)
 	}
 	written := fmt.Sprintf("wrote %d images to %s", len(files), g.out)
 	if grid != "none" {
@@ -66,6 +85,7 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 			pics = append(pics, pic)
 		}
 		if err := render.WritePNG(grid, generation.LayoutGrid(pics, job.Settings.Classes), job.Settings.Params); err != nil {
+			made.Undo()
 			return err
 		}
 		written += ", the grid to " + grid
@@ -73,6 +93,7 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	if g.heatmap != "" {
 		rates, h, w, ok := generation.WireAcceptanceRates(job.Images)
 		if !ok {
+			made.Undo()
 			return &generation.FieldError{Field: "heatmap", Value: strconv.Quote(g.heatmap), Reason: "the server's job has no acceptance statistics"}
 		}
 		if err := render.WritePNG(g.heatmap, render.Heatmap(rates, h, w, 24), job.Settings.Params); err != nil {

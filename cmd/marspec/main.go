@@ -24,6 +24,10 @@ usage:
   marspec loadtest [flags]   concurrent clients against a loopback server: throughput, latency, batching on vs off
 `
 
+// errInterrupted is returned by a command stopped by Ctrl-C after it said what it kept: the
+// process exits 130, as shells expect of SIGINT, with no further message.
+var errInterrupted = errors.New("interrupted")
+
 // errHelpShown is returned after -h printed a command's flags: the command succeeded.
 var errHelpShown = errors.New("help shown")
 
@@ -90,6 +94,8 @@ func run(args []string) int {
 	switch {
 	case err == nil, errors.Is(err, errHelpShown), errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errInterrupted):
+		return 130
 	}
 	fmt.Fprintln(os.Stderr, "marspec:", err)
 	return 1

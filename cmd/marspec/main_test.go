@@ -103,6 +103,10 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(broken, "transformer.onnx"), []byte("this is not an onnx model"), 0o644)
 	out := t.TempDir()
+	// a run into a folder that does not exist yet: a refused run must not leave it behind
+	fresh := filepath.Join(t.TempDir(), "new", "run")
+	aFile := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(aFile, []byte("x"), 0o644)
 	cases := []struct {
 		name string
 		env  []string
@@ -115,7 +119,11 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 		{"huge n", nil, []string{"generate", "--n", "100000000"}, "out of range"},
 		{"missing pack", nil, []string{"generate", "--model", "/no/such/pack"}, "model pack /no/such/pack: no such folder"},
 		{"corrupted onnx", nil, []string{"generate", "--model", broken, "--out", out}, "transformer.onnx: not a readable ONNX model"},
+		{"corrupted onnx, new folder", nil, []string{"generate", "--model", broken, "--out", fresh}, "transformer.onnx: not a readable ONNX model"},
 		{"missing runtime", []string{"MARSPEC_ORT_LIB=/no/such/libonnxruntime.so"}, []string{"generate", "--out", out}, "onnxruntime library /no/such/libonnxruntime.so not found"},
+		{"missing runtime, new folder", []string{"MARSPEC_ORT_LIB=/no/such/libonnxruntime.so"}, []string{"generate", "--mode", "spec", "--out", fresh, "--heatmap", filepath.Join(fresh+"-maps", "h.png")}, "onnxruntime library /no/such/libonnxruntime.so not found"},
+		{"cuda on the CPU build, new folder", nil, []string{"generate", "--device", "cuda", "--out", fresh}, "cuda"},
+		{"unreachable server, new folder", nil, []string{"generate", "--server", "http://127.0.0.1:1", "--out", fresh}, "cannot reach a marspec server at http://127.0.0.1:1"},
 		{"bad cfg", nil, []string{"generate", "--cfg", "0.5", "--out", out}, "cfg 0.5: out of range"},
 		{"unknown command", nil, []string{"paint"}, `unknown command "paint"`},
 		{"bad gamma", nil, []string{"generate", "--gamma", "many", "--out", out}, `gamma "many": not a whole number`},
@@ -134,7 +142,8 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 		{"bench threads -2", nil, []string{"bench", "--threads", "-2"}, "threads -2: out of range"},
 		{"max resample tries 0", nil, []string{"generate", "--max-resample-tries", "0", "--out", out}, "max_resample_tries 0: out of range"},
 		{"heatmap of a target-only run", nil, []string{"generate", "--model", "target", "--heatmap", filepath.Join(out, "h.png"), "--out", out}, "no acceptance map"},
-		{"heatmap into a missing folder", nil, []string{"generate", "--mode", "spec", "--heatmap", "/no/such/dir/h.png", "--out", out}, "folder /no/such/dir does not exist"},
+		{"heatmap under a file", nil, []string{"generate", "--mode", "spec", "--heatmap", filepath.Join(aFile, "h.png"), "--out", out}, aFile + " is a file, not a folder"},
+		{"grid under a file", nil, []string{"generate", "--grid", filepath.Join(aFile, "sub", "g.png"), "--out", fresh}, aFile + " is a file, not a folder"},
 		{"self-draft without a draft mode", nil, []string{"generate", "--mode", "draft", "--draft", "self", "--out", out}, "draft"},
 		{"unknown flag", nil, []string{"generate", "--bogus"}, "flag provided but not defined: -bogus (marspec generate -h lists the flags)"},
 		{"stray argument", nil, []string{"generate", "7"}, `unexpected argument "7"`},
@@ -155,9 +164,15 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 			if strings.Count(strings.TrimSpace(stderr), "\n") != 0 || strings.Contains(stderr, "panic") {
 				t.Fatalf("want a one-line error, got %q", stderr)
 			}
-			// refused before anything was generated
+			// refused before anything was generated, and nothing made is left behind
 			if files, _ := filepath.Glob(filepath.Join(out, "*")); len(files) > 0 {
 				t.Fatalf("a refused command wrote %v", files)
+			}
+			if _, err := os.Stat(filepath.Dir(fresh)); !os.IsNotExist(err) {
+				t.Fatalf("a refused command left %s behind", filepath.Dir(fresh))
+			}
+			if _, err := os.Stat(fresh + "-maps"); !os.IsNotExist(err) {
+				t.Fatalf("a refused command left %s-maps behind", fresh)
 			}
 		})
 	}

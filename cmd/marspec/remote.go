@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -27,7 +28,7 @@ func generateRemote(ctx context.Context, serverURL, token string, req api.Genera
 	}
 	g, err := submitWithRetry(ctx, c, req, 5)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, explainUnreachable(serverURL, err)
 	}
 	if progress == nil {
 		progress = io.Discard
@@ -124,4 +125,19 @@ func followJob(ctx context.Context, c *api.Client, id string, progress io.Writer
 			return g, nil
 		}
 	}
+}
+
+// explainUnreachable turns a failure to connect into a sentence naming the address and what
+// must be running there; other errors (the server's own answers) pass unchanged.
+func explainUnreachable(serverURL string, err error) error {
+	var opErr *net.OpError
+	if !errors.As(err, &opErr) || opErr.Op != "dial" {
+		return err
+	}
+	reason := opErr.Err.Error()
+	var sysErr *os.SyscallError
+	if errors.As(opErr.Err, &sysErr) {
+		reason = sysErr.Err.Error()
+	}
+	return fmt.Errorf("cannot reach a marspec server at %s (%s): `marspec serve` must be running there (make run starts one at http://127.0.0.1:8080), or fix --server", serverURL, reason)
 }

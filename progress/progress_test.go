@@ -1,0 +1,60 @@
+package progress
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPlainLinesAreThrottledAndEndWithTheTotal(t *testing.T) {
+	var buf bytes.Buffer
+	no := false
+	r := New(&buf, "generate", "images", 40, Options{Terminal: &no})
+	clock := r.start
+	r.now = func() time.Time { return clock }
+	clock = clock.Add(2 * time.Second)
+	r.Add(10, "batch 1 of 4") // printed: a second has passed since none was
+	clock = clock.Add(200 * time.Millisecond)
+	r.Add(10, "batch 2 of 4") // within a second of the last line: skipped
+	clock = clock.Add(2 * time.Second)
+	r.Add(20, "") // the last: always printed
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines, want 2:\n%s", len(lines), buf.String())
+	}
+	if want := "generate: 10/40 images (25%), 5 images/s, about 6s left; batch 1 of 4"; lines[0] != want {
+		t.Errorf("first line %q, want %q", lines[0], want)
+	}
+	if !strings.HasPrefix(lines[1], "generate: 40/40 images (100%)") || strings.Contains(lines[1], "left") {
+		t.Errorf("last line %q", lines[1])
+	}
+	if strings.Contains(buf.String(), "\r") {
+		t.Error("plain output holds a carriage return")
+	}
+}
+
+func TestQuietAndNilReportersWriteNothing(t *testing.T) {
+	var buf bytes.Buffer
+	r := New(&buf, "eval", "chunks", 3, Options{Quiet: true})
+	r.Add(1, "x")
+	r.Done()
+	if buf.Len() != 0 || r != nil {
+		t.Fatalf("quiet reporter wrote %q", buf.String())
+	}
+}
+
+func TestTerminalBarShowsCountAndRate(t *testing.T) {
+	var buf bytes.Buffer
+	yes := true
+	r := New(&buf, "fid", "images", 4, Options{Terminal: &yes})
+	for range 4 {
+		r.Add(1, "")
+		time.Sleep(110 * time.Millisecond) // past the bar's redraw throttle
+	}
+	r.Done()
+	out := buf.String()
+	if !strings.Contains(out, "4/4") || !strings.Contains(out, "images/s") || !strings.Contains(out, "\r") {
+		t.Fatalf("bar output %q lacks the count, the rate or redraws", out)
+	}
+}
