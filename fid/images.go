@@ -11,28 +11,35 @@ import (
 	"strings"
 )
 
-// ImageFiles lists the PNG files of a folder, sorted; anything else in it is an error, so a
-// wrong folder is noticed rather than silently scored.
+// ImageFiles lists the PNG files of a folder, sorted; other files (a README, a grid's
+// notes) are skipped, and ListImages names them so a command can say so.
 func ImageFiles(dir string) ([]string, error) {
+	files, _, err := ListImages(dir)
+	return files, err
+}
+
+// ListImages splits a folder's files into its PNG images (sorted) and the others (hidden files
+// and subfolders are neither); a folder without images is an error naming it.
+func ListImages(dir string) (images, others []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("image folder %s: %v", dir, err)
+		return nil, nil, fmt.Errorf("image folder %s: %v", dir, err)
 	}
-	var files []string
 	for _, e := range entries {
 		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		if strings.ToLower(filepath.Ext(e.Name())) != ".png" {
-			return nil, fmt.Errorf("image folder %s: %s is not a PNG image (only .png files are allowed)", dir, e.Name())
+			others = append(others, e.Name())
+			continue
 		}
-		files = append(files, filepath.Join(dir, e.Name()))
+		images = append(images, filepath.Join(dir, e.Name()))
 	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("image folder %s has no PNG images", dir)
+	if len(images) == 0 {
+		return nil, others, fmt.Errorf("image folder %s has no PNG images", dir)
 	}
-	sort.Strings(files)
-	return files, nil
+	sort.Strings(images)
+	return images, others, nil
 }
 
 // LoadImage reads a PNG and returns its pixels [C][H][W] for an evaluator of the given size.

@@ -108,6 +108,16 @@ func (r *Reporter) line(now time.Time, note string) string {
 	return s
 }
 
+// Count is the units done so far (0 for a nil reporter).
+func (r *Reporter) Count() int {
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.done
+}
+
 // Done ends the bar (a newline after it); plain lines need nothing.
 func (r *Reporter) Done() {
 	if r == nil || r.bar == nil {

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -107,6 +109,9 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 
 // Check rejects settings that cannot work, naming the flag.
 func (c *Config) Check() error {
+	if err := checkAddr(c.Addr); err != nil {
+		return err
+	}
 	switch {
 	case c.QueueSize < 1 || c.QueueSize > 100000:
 		return fmt.Errorf("--queue %d out of range (allowed: 1 to 100000)", c.QueueSize)
@@ -131,3 +136,19 @@ type secret string
 
 func (s *secret) String() string     { return "" }
 func (s *secret) Set(v string) error { *s = secret(v); return nil }
+
+// checkAddr refuses an --addr that cannot be listened on for its form alone (the port is
+// tried when serving starts, before the data folder is touched).
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %v (allowed: HOST:PORT or :PORT, e.g. 127.0.0.1:8080)", addr, strings.TrimPrefix(err.Error(), "address "+addr+": "))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("--addr %q: port %q out of range (allowed: 0 to 65535; 0 picks a free one)", addr, port)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("--addr %q: host %q is not a host name or IP address", addr, host)
+	}
+	return nil
+}

@@ -29,9 +29,32 @@ func TestFIDCommand(t *testing.T) {
 	if v, err := strconv.ParseFloat(fields[1], 64); err != nil || v > 1e-6 || v < -1e-6 {
 		t.Fatalf("FID of a folder with itself: %q", out)
 	}
-	stats := filepath.Join(t.TempDir(), "s.npz")
+	// a README beside the images (as an earlier version's --overwrite kept) is skipped, and said
+	os.WriteFile(filepath.Join(imgs, "README.txt"), []byte("notes"), 0o644)
+	out, stderr, code = marspec(t, nil, "fid", imgs, imgs)
+	if code != 0 || !strings.Contains(stderr, "skipped 1 files that are not PNG images (README.txt)") {
+		t.Fatalf("fid with a README in the folder: exit %d, %q", code, stderr)
+	}
+	if !strings.Contains(out, "IS left out: "+imgs+" has 20 images, and IS needs at least") && !strings.Contains(out, "IS of "+imgs) {
+		t.Fatalf("no IS line: %q", out)
+	}
+	stats := filepath.Join(t.TempDir(), "new", "s.npz") // -o into a folder not made yet
 	if _, stderr, code := marspec(t, nil, "fid", "--stats", imgs, "-o", stats); code != 0 {
 		t.Fatalf("fid --stats: %s", stderr)
+	}
+	few := t.TempDir()
+	if _, stderr, code := marspec(t, nil, "generate", "--model", "draft", "--class", "0", "--n", "3", "--out", few); code != 0 {
+		t.Fatal(stderr)
+	}
+	for args, want := range map[[2]string]string{
+		{few, stats}:  "IS left out: " + few + " has 3 images, and IS needs at least 10 (one per split)",
+		{stats, imgs}: "IS left out: " + stats + " is a statistics file",
+		{imgs, stats}: "IS of " + imgs + ": ",
+	} {
+		out, stderr, code := marspec(t, nil, "fid", args[0], args[1])
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("fid %s %s: exit %d, out %q, stderr %q; want %q", args[0], args[1], code, out, stderr, want)
+		}
 	}
 	small := fid.NewAccumulator(3)
 	small.Add([]float64{1, 2, 3})
@@ -50,7 +73,7 @@ func TestFIDCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"fid", empty, stats}, "has no PNG images"},
-		{[]string{"fid", junk, stats}, "notes.txt is not a PNG image"},
+		{[]string{"fid", junk, stats}, "has no PNG images"},
 		{[]string{"fid", big, stats}, "grid.png: image is"},
 		{[]string{"fid", stats, wrongDim}, "dimensions differ"},
 		{[]string{"fid", imgs}, "usage: marspec fid A B"},

@@ -40,6 +40,13 @@ func runServe(args []string) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
+	// the port first: a taken or refused --addr stops serve before the packs are opened or
+	// the data folder is made
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("--addr %s: %w", cfg.Addr, err)
+	}
+	defer ln.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	srv, st, err := openServer(cfg, ortModels(cfg), log)
 	if err != nil {
@@ -52,10 +59,6 @@ func runServe(args []string) error {
 	}
 	if resumed+failed > 0 {
 		log.Info("jobs left by the last run", "resumed", resumed, "failed", failed)
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("--addr %s: %w", cfg.Addr, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,29 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		err := runServe(c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v (MARSPEC_DRAIN=%s): %v, want an error naming %s", c.args, c.env, err, c.want)
+		}
+	}
+}
+
+// A bad or taken --addr stops serve before the data folder or its database is made.
+func TestServeChecksTheAddressBeforeTheDataFolder(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for addr, want := range map[string]string{
+		":99999":              `--addr ":99999": port "99999" out of range`,
+		"localhost":           `--addr "localhost": missing port`,
+		taken.Addr().String(): "address already in use",
+	} {
+		data := filepath.Join(t.TempDir(), "data")
+		err := runServe([]string{"--addr", addr, "--data-dir", data})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--addr %s: %v, want an error saying %q", addr, err, want)
+		}
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Errorf("--addr %s: the data folder was made before the address was refused", addr)
 		}
 	}
 }
