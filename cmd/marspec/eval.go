@@ -22,6 +22,7 @@ import (
 	"marspec/generation"
 	"marspec/mar"
 	"marspec/models"
+	"marspec/progress"
 	"marspec/render"
 )
 
@@ -66,6 +67,7 @@ func runEval(args []string) error {
 	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
 	schedule := fs.String("schedule", "auto", "prefix rounds: batched, lazy or auto (lazy on cpu); the images are the same, only the cost differs, so it is not part of the run's settings")
 	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded Fashion-MNIST test set)")
+	quiet := addQuietFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -91,30 +93,44 @@ func runEval(args []string) error {
 		return err
 	}
 	chunks := (s.N + s.Chunk - 1) / s.Chunk
+	bar := progress.New(os.Stderr, "eval "+*out, "chunks", missingChunks(*out, gens, chunks, shardI, shardN), progress.Options{Quiet: *quiet})
 	for _, g := range gens {
-		start, done := time.Now(), 0
-		mine := 0
 		for c := shardI; c < chunks; c += shardN {
-			mine++
-		}
-		for c := shardI; c < chunks; c += shardN {
-			done++
 			if fid.HasChunk(*out, g.name, c) {
 				continue
 			}
 			ch, err := g.run(c, ev)
 			if err != nil {
+				bar.Done()
 				return fmt.Errorf("%s chunk %d: %v", g.name, c, err)
 			}
 			if err := fid.WriteChunk(*out, g.name, ch); err != nil {
+				bar.Done()
 				return err
 			}
-			eta := time.Since(start) / time.Duration(done) * time.Duration(mine-done)
-			fmt.Fprintf(os.Stderr, "\r%-40s chunk %d/%d  (%.1f s, eta %s)   ", g.name, done, mine, ch.Seconds, eta.Round(time.Second))
+			bar.Add(1, fmt.Sprintf("%s chunk %d (%.1f s)", g.name, c, ch.Seconds))
 		}
-		fmt.Fprintln(os.Stderr)
 	}
+	bar.Done()
 	return reportRun(*out, s, gens, ev, *reference)
+}
+
+// missingChunks counts the chunks of this shard not yet on disk: the work a resumed run has left.
+func missingChunks(dir string, gens []chunkGenerator, chunks, shardI, shardN int) int {
+	n := 0
+	for _, g := range gens {
+		for c := shardI; c < chunks; c += shardN {
+			if !fid.HasChunk(dir, g.name, c) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// addQuietFlag is --quiet of the long commands.
+func addQuietFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("quiet", false, "no progress on stderr (a bar on a terminal, a line per chunk otherwise)")
 }
 
 // openRun pins the run's settings in its folder, opens the models and the evaluator and
@@ -191,7 +207,7 @@ func checkRunSettings[T any](dir string, s T) error {
 			return fmt.Errorf("%s: %v", path, err)
 		}
 		if !reflect.DeepEqual(old, s) {
-			return fmt.Errorf("%s holds a run with other settings (%s); use another --out or the same settings", path, string(data))
+			return fmt.Errorf("%s holds a run made with other settings: %s; resume it with the run's settings, or use another --out", path, settingsDiff(old, s))
 		}
 		return nil
 	}
@@ -200,6 +216,61 @@ func checkRunSettings[T any](dir string, s T) error {
 	}
 	data, _ = json.MarshalIndent(s, "", "  ")
 	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// settingsDiff names each setting that differs between a run on disk and this command, as
+// "--name: the run has A, this command B", in the settings' order.
+func settingsDiff[T any](old, cur T) string {
+	a, b := settingsFields(old), settingsFields(cur)
+	var diffs []string
+	for _, f := range b {
+		if v, ok := findField(a, f.name); !ok || v != f.value {
+			if !ok {
+				v = "nothing"
+			}
+			diffs = append(diffs, fmt.Sprintf("--%s: the run has %s, this command %s", strings.ReplaceAll(f.name, "_", "-"), v, f.value))
+		}
+	}
+	if len(diffs) == 0 {
+		return "settings the flags do not show"
+	}
+	return strings.Join(diffs, "; ")
+}
+
+type settingsField struct{ name, value string }
+
+// settingsFields lists a settings struct's JSON fields in order, each value as JSON.
+func settingsFields(s any) []settingsField {
+	v := reflect.ValueOf(s)
+	var out []settingsField
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				walk(v.Field(i))
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			data, _ := json.Marshal(v.Field(i).Interface())
+			out = append(out, settingsField{name, string(data)})
+		}
+	}
+	walk(v)
+	return out
+}
+
+func findField(fields []settingsField, name string) (string, bool) {
+	for _, f := range fields {
+		if f.name == name {
+			return f.value, true
+		}
+	}
+	return "", false
 }
 
 func openEvaluator(rt *runtimeFlags, name string) (*fid.Evaluator, error) {

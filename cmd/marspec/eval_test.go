@@ -38,6 +38,8 @@ func TestEvalResumeAndShards(t *testing.T) {
 	whole := t.TempDir()
 	if _, stderr, code := marspec(t, nil, append([]string{"eval", "--out", whole}, args...)...); code != 0 {
 		t.Fatalf("eval: %s", stderr)
+	} else if !strings.Contains(stderr, "eval "+whole+": 4/4 chunks (100%)") || strings.Contains(stderr, "\r") {
+		t.Fatalf("eval's progress in a log is not plain lines ending with 4/4 chunks: %q", stderr)
 	}
 	first := readReport(t, whole)
 	if len(first.Results) != 2 || first.Results[0].Images != 20 || first.Results[1].Alpha == nil {
@@ -82,8 +84,10 @@ func TestEvalResumeAndShards(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "FID 0.0000") {
 		t.Fatalf("FID between the single and merged run's draft statistics: %q %s", out, stderr)
 	}
-	_, stderr, code = marspec(t, nil, "eval", "--out", whole, "--n", "30", "--configs", "draft")
-	if code == 0 || !strings.Contains(stderr, "holds a run with other settings") {
-		t.Fatalf("other settings accepted: %s", stderr)
+	_, stderr, code = marspec(t, nil, "eval", "--out", whole, "--n", "30", "--chunk", "10", "--batch", "10", "--configs", "draft")
+	want := `holds a run made with other settings: --n: the run has 20, this command 30; --configs: the run has ["draft","spec:verify=group:gamma=4"], this command ["draft"]; resume it`
+	if code == 0 || !strings.Contains(stderr, want) || strings.Contains(stderr, "--seed") {
+		t.Fatalf("other settings: %s\nwant each differing setting named: %s", stderr, want)
 	}
+
 }

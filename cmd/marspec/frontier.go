@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"marspec/fid"
+	"marspec/progress"
 )
 
 // frontierSettings fix a frontier run; a resumed run must use the same ones.
@@ -46,6 +46,7 @@ func runFrontier(args []string) error {
 	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
 	schedule := fs.String("schedule", "auto", "prefix rounds: batched, lazy or auto (lazy on cpu)")
 	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded Fashion-MNIST test set)")
+	quiet := addQuietFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -71,7 +72,10 @@ func runFrontier(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := generateInterleaved(*out, s.evalSettings, gens, ev, shardI, shardN); err != nil {
+	bar := progress.New(os.Stderr, "frontier "+*out, "chunks", missingChunks(*out, gens, (s.N+s.Chunk-1)/s.Chunk, shardI, shardN), progress.Options{Quiet: *quiet})
+	err = generateInterleaved(*out, s.evalSettings, gens, ev, shardI, shardN, bar)
+	bar.Done()
+	if err != nil {
 		return err
 	}
 	return reportFrontier(*out, s, gens, ev, *reference)
@@ -120,15 +124,9 @@ func (g chunkGenerator) withSeed(seed uint64) chunkGenerator {
 // generateInterleaved makes every missing chunk, chunk index by chunk index, the
 // configurations taking turns (their order rotating), so that a slower or busier stretch of
 // the machine's time is shared by all of them instead of falling on one.
-func generateInterleaved(dir string, s evalSettings, gens []chunkGenerator, ev *fid.Evaluator, shardI, shardN int) error {
+func generateInterleaved(dir string, s evalSettings, gens []chunkGenerator, ev *fid.Evaluator, shardI, shardN int, bar *progress.Reporter) error {
 	chunks := (s.N + s.Chunk - 1) / s.Chunk
-	mine := 0
 	for c := shardI; c < chunks; c += shardN {
-		mine++
-	}
-	start, done := time.Now(), 0
-	for c := shardI; c < chunks; c += shardN {
-		done++
 		for k := range gens {
 			g := gens[(k+c)%len(gens)]
 			if fid.HasChunk(dir, g.name, c) {
@@ -141,11 +139,9 @@ func generateInterleaved(dir string, s evalSettings, gens []chunkGenerator, ev *
 			if err := fid.WriteChunk(dir, g.name, ch); err != nil {
 				return err
 			}
+			bar.Add(1, fmt.Sprintf("%s chunk %d (%.1f s)", g.name, c, ch.Seconds))
 		}
-		eta := time.Since(start) / time.Duration(done) * time.Duration(mine-done)
-		fmt.Fprintf(os.Stderr, "\rchunk %d/%d of %d configurations (eta %s)   ", done, mine, len(gens), eta.Round(time.Second))
 	}
-	fmt.Fprintln(os.Stderr)
 	return nil
 }
 
