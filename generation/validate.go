@@ -96,7 +96,8 @@ func resolveMode(req Request, defaultPreset string) (mode, preset string, pre Pr
 			return "", "", pre, fieldErr("preset", strconv.Quote(preset), strings.Join(PresetNames(), ", "), "unknown")
 		}
 		if mode != "" && mode != pre.Mode {
-			return "", "", pre, fieldErr("mode", mode, "omit it, or "+pre.Mode, "conflicts with preset "+preset)
+			return "", "", pre, fieldErr("mode", mode, "omit it (preset "+preset+" runs mode "+pre.Mode+"), or omit the preset to choose the mode",
+				"conflicts with preset "+preset+": a preset's settings give way to explicit ones, its mode does not")
 		}
 		mode = pre.Mode
 	}

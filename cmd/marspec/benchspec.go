@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"marspec/arsampler"
 	"marspec/mar"
+	"marspec/progress"
 )
 
 // specBench is `marspec bench --spec`: speculative decoding against target-only decoding,
@@ -20,6 +22,7 @@ type specBench struct {
 	drafts, rejections, tolerances                   string
 	exitMaxErrors                                    string
 	imagesMin, ablationGamma                         int
+	quiet                                            bool
 }
 
 func (b *specBench) add(fs *flag.FlagSet) {
@@ -35,6 +38,7 @@ func (b *specBench) add(fs *flag.FlagSet) {
 	fs.StringVar(&b.tolerances, "tolerances", "0", "spec: acceptance tolerances in nats (0 = off)")
 	fs.IntVar(&b.imagesMin, "spec-images", 4, "spec: at least this many images per configuration")
 	fs.IntVar(&b.ablationGamma, "ablation-gamma", 8, "spec: gamma of the alignment ablation (paper: 32)")
+	fs.BoolVar(&b.quiet, "quiet", false, "no progress on stderr (a bar on a terminal, a line per run otherwise)")
 }
 
 func splitList(s string) []string {
@@ -73,6 +77,9 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 			return fmt.Errorf("draft exit: target pack %s has no early_exit graphs (scripts/early_exit.py adds them)", target.Manifest.Name)
 		}
 	}
+	// every timed run is a step: the baselines, the grid, the ablation
+	bar := progress.New(os.Stderr, "bench --spec", "runs", 2*len(batches)+len(grid)*len(batches)+len(ablation), progress.Options{Quiet: b.quiet})
+	defer bar.Done()
 	// target-only and draft-only time per image at each batch size, measured in this run
 	targetSec, draftSec := map[int]float64{}, map[int]float64{}
 	fmt.Println("| batch | target-only s/image | draft-only s/image | c (draft/target) |")
@@ -90,6 +97,7 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 				return err
 			}
 			mm.out[bs] = time.Since(start).Seconds() / float64(n)
+			bar.Add(1, fmt.Sprintf("%s alone, batch %d", mm.m.Manifest.Name, bs))
 		}
 		fmt.Printf("| %d | %.4f | %.4f | %.3f |\n", bs, targetSec[bs], draftSec[bs], draftSec[bs]/targetSec[bs])
 	}
@@ -108,6 +116,7 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 			if err != nil {
 				return err
 			}
+			bar.Add(1, fmt.Sprintf("gamma %s, prefill %g, %s, %s, batch %d", sf.gamma, sf.prefill, sf.verify, sf.acceptance, bs))
 			perImage := sum.Seconds / float64(n)
 			// the CPU prediction needs a draft network's measured cost; self-drafting's and the
 			// exit's rows are costed in the GPU table below
@@ -157,6 +166,7 @@ func (b *specBench) run(target, draft *mar.Model, steps int) error {
 		if err != nil {
 			return err
 		}
+		bar.Add(1, "ablation: "+sf.acceptance+", align "+sf.align)
 		fmt.Printf("| %s | %s | %.3f | %.3f |\n", sf.acceptance, sf.align, sum.Alpha, sum.MeanTokenDistance)
 	}
 	return nil
