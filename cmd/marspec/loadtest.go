@@ -32,8 +32,9 @@ type loadFlags struct {
 	clients, reqs    int
 	duration         time.Duration
 	minImg, maxImg   int
-	numIter          int
-	mode, crossBatch string
+	numIter          *int // nil: the request leaves it to the service
+	mode, preset     string
+	crossBatch       string
 	seed             uint64
 	maxBatch, queue  int
 	target, draft    string
@@ -68,8 +69,9 @@ func runLoadtest(args []string) error {
 	fs.IntVar(&f.reqs, "requests", 40, "requests per pass (1 to 10000)")
 	fs.DurationVar(&f.duration, "duration", 5*time.Minute, "per pass, no new request after this (running ones finish)")
 	images := fs.String("images", "2-4", "images per request: N or LO-HI (uniform)")
-	fs.IntVar(&f.numIter, "num-iter", 7, "AR steps per image (target and draft modes; 0 = one token per step)")
-	fs.StringVar(&f.mode, "mode", "target", "target, draft or spec")
+	numIter := fs.Int("num-iter", 0, "AR steps per image (target and draft modes; 0 = one token per step); unset: the service's default")
+	fs.StringVar(&f.mode, "mode", "", "target, draft or spec; unset: the service's default request (its default preset, "+generation.DefaultPreset+")")
+	fs.StringVar(&f.preset, "preset", "", "a preset for every request: "+strings.Join(generation.PresetNames(), ", ")+"; unset: the service's default")
 	fs.StringVar(&f.crossBatch, "cross-batch", "both", "in-process server: on, off (one request per batch) or both, side by side")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the request mix (classes, counts) and of the requests")
 	fs.IntVar(&f.maxBatch, "max-batch", 32, "in-process server: images in flight per engine group")
@@ -85,6 +87,11 @@ func runLoadtest(args []string) error {
 	if err := noArgs(fs); err != nil {
 		return err
 	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "num-iter" {
+			f.numIter = numIter
+		}
+	})
 	if err := f.check(*images); err != nil {
 		return err
 	}
@@ -102,12 +109,8 @@ func runLoadtest(args []string) error {
 	if f.server != "" {
 		passes = []string{"server's setting"}
 	}
-	steps := fmt.Sprintf(", num_iter %d", f.numIter)
-	if f.mode == generation.ModeSpec {
-		steps = " (one token per AR step)"
-	}
-	fmt.Printf("# marspec loadtest: %s/%s, %d CPUs, device %s; %d clients, %d requests of %d-%d images, mode %s%s\n",
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), f.rt.device, f.clients, f.reqs, f.minImg, f.maxImg, f.mode, steps)
+	fmt.Printf("# marspec loadtest: %s/%s, %d CPUs, device %s; %d clients, %d requests of %d-%d images, %s\n",
+		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), f.rt.device, f.clients, f.reqs, f.minImg, f.maxImg, f.describeRequest())
 	var results []loadResult
 	var models generation.Models // shared by the passes: packs open once
 	for _, batching := range passes {
@@ -151,10 +154,44 @@ func (f *loadFlags) check(images string) error {
 	case f.server != "" && f.crossBatch != "both":
 		return fmt.Errorf("--cross-batch applies to the in-process server; start --server with --cross-batch=%v instead", f.crossBatch == "on")
 	}
+	if _, _, _, err := generation.ResolveMode(f.request()); err != nil {
+		return err
+	}
+	if err := generation.CheckNumbers(f.request().GenerateRequest); err != nil {
+		return err
+	}
 	if f.server != "" {
 		return loopbackOnly(f.server)
 	}
 	return nil
+}
+
+// request is the settings every request of the mix carries (only what the flags set, so the
+// rest is the service's default).
+func (f *loadFlags) request() generation.Request {
+	return generation.Request{GenerateRequest: api.GenerateRequest{Mode: f.mode, Preset: f.preset, NumIter: f.numIter}}
+}
+
+// resolvedMode is the mode the service will run the requests in.
+func (f *loadFlags) resolvedMode() string {
+	mode, _, _, _ := generation.ResolveMode(f.request())
+	return mode
+}
+
+// describeRequest says what the requests run, for the report's header.
+func (f *loadFlags) describeRequest() string {
+	mode, preset, _, _ := generation.ResolveMode(f.request())
+	s := "mode " + mode
+	if preset != "" {
+		s = "preset " + preset + " (" + s + ")"
+		if f.preset == "" {
+			s = "the service's default request: " + s
+		}
+	}
+	if f.numIter != nil {
+		s += fmt.Sprintf(", num_iter %d", *f.numIter)
+	}
+	return s
 }
 
 // loopbackOnly refuses a server that is not this machine: a load test is not for others'.
@@ -182,7 +219,7 @@ func (f *loadFlags) pass(batching string, models *generation.Models) (loadResult
 		cfg := server.DefaultConfig()
 		cfg.Addr, cfg.MaxBatch, cfg.QueueSize, cfg.CrossBatch = "127.0.0.1:0", f.maxBatch, f.queue, batching == "on"
 		cfg.Target, cfg.Draft, cfg.Drain = f.target, "", 0
-		if f.mode == generation.ModeSpec || f.mode == generation.ModeDraft {
+		if mode := f.resolvedMode(); mode == generation.ModeSpec || mode == generation.ModeDraft {
 			cfg.Draft = f.draft
 		}
 		cfg.ORTLib, cfg.Device, cfg.Threads = f.rt.ortLib, f.rt.device.String(), f.rt.threads
@@ -239,10 +276,8 @@ func (f *loadFlags) drive(c *api.Client, res loadResult) (loadResult, error) {
 	for i := range mix {
 		n := f.minImg + rng.IntN(f.maxImg-f.minImg+1)
 		seed := f.seed*1_000_003 + uint64(i)
-		r := api.GenerateRequest{Class: api.Classes{strconv.Itoa(rng.IntN(classes))}, N: n, Seed: &seed, Mode: f.mode}
-		if f.mode != generation.ModeSpec {
-			r.NumIter = &f.numIter
-		}
+		r := api.GenerateRequest{Class: api.Classes{strconv.Itoa(rng.IntN(classes))}, N: n, Seed: &seed, Mode: f.mode, Preset: f.preset}
+		r.NumIter = f.numIter
 		mix[i].req = r
 	}
 	// Warm-up, untimed: the first clients' requests at once, so the runtime has met the

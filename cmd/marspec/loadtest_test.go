@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ func TestLoadDriverCountsEveryJobOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := loadFlags{clients: 3, reqs: 7, duration: time.Minute, minImg: 1, maxImg: 3, numIter: 3, mode: "target", seed: 5}
+	f := loadFlags{clients: 3, reqs: 7, duration: time.Minute, minImg: 1, maxImg: 3, numIter: ptr(3), mode: "target", seed: 5}
 	res, err := f.drive(c, loadResult{Batching: "on"})
 	if err != nil {
 		t.Fatal(err)
@@ -47,5 +48,24 @@ func TestLoopbackOnlyAndPercentile(t *testing.T) {
 	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	if percentile(v, 0.5) != 5 || percentile(v, 0.95) != 10 || percentile(v, 0.99) != 10 || !math.IsNaN(percentile(nil, 0.5)) {
 		t.Error("nearest-rank percentiles")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Without settings, the load test sends the service's default request (its default preset),
+// not settings of its own.
+func TestLoadtestDefaultsToTheServicesDefaultRequest(t *testing.T) {
+	var f loadFlags
+	if got := f.describeRequest(); got != "the service's default request: preset fast (mode target)" {
+		t.Errorf("default request described as %q", got)
+	}
+	f.mode = "spec"
+	if got := f.describeRequest(); got != "mode spec" {
+		t.Errorf("--mode spec described as %q", got)
+	}
+	f = loadFlags{preset: "fast", mode: "spec", clients: 1, reqs: 1, duration: time.Minute, crossBatch: "both", rounds: 1}
+	if err := f.check("2-4"); err == nil || !strings.Contains(err.Error(), "mode spec: conflicts with preset fast") {
+		t.Errorf("a preset with another mode: %v", err)
 	}
 }
