@@ -251,7 +251,8 @@ func (f *loadFlags) pass(batching string, models *generation.Models) (loadResult
 	if err != nil {
 		return res, err
 	}
-	return f.drive(c, res)
+	res, err = f.drive(c, res)
+	return res, explainUnreachable(base, err)
 }
 
 // loadRequest is one request of the mix and what became of it.

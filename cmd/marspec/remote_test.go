@@ -92,4 +92,13 @@ func TestGenerateRemoteErrors(t *testing.T) {
 	if _, _, err := generateRemote(t.Context(), "ftp://x", "", req, t.TempDir(), nil); generation.Field(err) != "server" {
 		t.Errorf("bad URL: %v", err)
 	}
+	// through the command: a refused remote request leaves no --out folder behind
+	fresh := filepath.Join(t.TempDir(), "new", "run")
+	_, stderr, code := marspec(t, []string{"MARSPEC_TOKEN=tok"}, "generate", "--server", url, "--class", "dragon", "--out", fresh)
+	if code == 0 || !strings.Contains(stderr, `class "dragon"`) {
+		t.Errorf("remote 400: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Dir(fresh)); !os.IsNotExist(err) {
+		t.Errorf("a refused remote request left %s behind", filepath.Dir(fresh))
+	}
 }
