@@ -194,6 +194,7 @@ type ImageStats struct {
 type Links struct {
 	Self   string `json:"self"`
 	Events string `json:"events"`
+	Grid   string `json:"grid"` // the finished images as one PNG, a row per class
 }
 
 // GenerationList is one page of jobs, newest first.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,16 @@ func TestGalleryInBrowser(t *testing.T) {
 	}
 	if want, head := fmt.Sprintf("α %.3f", *g.Alpha), eval[string](t, b, `document.querySelector(`+js(card+" .job-head")+`).textContent`); !strings.Contains(head, want) {
 		t.Errorf("card header %q lacks %q", head, want)
+	}
+	// the card offers the job's grid, a row per class with its name, as a download
+	href := eval[string](t, b, `(document.querySelector(`+js(card+` a[download]`)+`) || {}).getAttribute?.("href") || ""`)
+	if href != g.Links.Grid {
+		t.Errorf("card's grid link %q, the API's %q", href, g.Links.Grid)
+	}
+	if resp, err := http.Get(ts.URL + href); err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/png" {
+		t.Errorf("grid download %s: %v %v", href, resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	b.screenshot(t, "generate", "#generate")
 	b.screenshot(t, "gallery", card)

@@ -2,7 +2,6 @@ package generation
 
 import (
 	"fmt"
-	"image"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,7 +10,6 @@ import (
 
 	"marspec/api"
 	"marspec/arsampler"
-	"marspec/render"
 )
 
 // Files of a run: every image as NNNN_classC_slug.png in the output folder, which then holds
@@ -121,43 +119,6 @@ func (p Plan) SaveImages(dir string, imgs []Image) error {
 	return nil
 }
 
-// WriteGrid writes all images as one picture, a row per class when every class has the same
-// count (at most 16 columns), with the plan's provenance.
-func (p Plan) WriteGrid(path string, imgs []Image) error {
-	cells := make([]image.Image, 0, len(imgs))
-	for _, img := range imgs {
-		pic, err := p.Picture(img)
-		if err != nil {
-			return err
-		}
-		cells = append(cells, pic)
-	}
-	classes := make([]int, len(imgs))
-	for i, img := range imgs {
-		classes[i] = img.Class
-	}
-	return render.WritePNG(path, LayoutGrid(cells, classes), p.Params())
-}
-
-// LayoutGrid lays pictures out a row per class when they come class by class (n of each),
-// at most 16 columns, each cell upscaled 4 times.
-func LayoutGrid(pics []image.Image, classes []int) image.Image {
-	cols := len(pics)
-	if n := leadingRun(classes); n > 0 && n < len(classes) {
-		cols = n
-	}
-	return render.Grid(pics, min(cols, 16), 4)
-}
-
-// leadingRun is how many consecutive entries equal the first.
-func leadingRun(classes []int) int {
-	n := 0
-	for n < len(classes) && classes[n] == classes[0] {
-		n++
-	}
-	return n
-}
-
 // WireAcceptanceRates is AcceptanceRates from the per-image statistics of a finished job as
 // the service reports it, with the token grid's height and width (ok false without
 // statistics: not a speculative job).
@@ -183,14 +144,6 @@ func WireAcceptanceRates(imgs []api.Image) (rates []float64, gridH, gridW int, o
 		return nil, 0, 0, false
 	}
 	return AcceptanceRates(&sum), gridH, gridW, true
-}
-
-// WriteHeatmap draws the per-position acceptance rate of a speculative run (paper Fig. 11).
-func (p Plan) WriteHeatmap(path string, sum *arsampler.Summary) error {
-	if sum == nil {
-		return fieldErr("heatmap", strconv.Quote(path), "mode spec", "only speculative runs verify drafts")
-	}
-	return render.WritePNG(path, render.Heatmap(AcceptanceRates(sum), p.GridH, p.GridW, 24), p.Params())
 }
 
 // GridPath is where a run writing its images to dir puts the grid by default: next to the

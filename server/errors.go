@@ -23,6 +23,14 @@ var (
 	errNotFound     = errors.New("not found")
 )
 
+// notFoundError is a 404 whose message says what is missing.
+type notFoundError string
+
+func (e notFoundError) Error() string        { return string(e) }
+func (e notFoundError) Is(target error) bool { return target == errNotFound }
+
+func notFound(msg string) error { return notFoundError(msg) }
+
 // badField is a malformed request that never reached validation (JSON, query, path).
 func badField(field, msg string) error {
 	return &generation.FieldError{Field: field, Reason: msg}

@@ -38,6 +38,7 @@ func (s *Server) routes() http.Handler {
 	v1.GET("/generations", s.list)
 	v1.GET("/generations/:id", s.get)
 	v1.GET("/generations/:id/events", s.events)
+	v1.GET("/generations/:id/grid.png", s.grid)
 	v1.DELETE("/generations/:id", s.auth, s.remove)
 	v1.GET("/images/:file", s.image)
 	v1.GET("/models", s.models)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/png"
 	"net/http"
 	"strings"
 	"testing"
@@ -394,5 +395,63 @@ func TestShutdownDrainsRunningJobs(t *testing.T) {
 	j, err := ts.store.Job(g.ID)
 	if err != nil || j.Status != api.StatusSucceeded {
 		t.Fatalf("drained job: %+v %v", j, err)
+	}
+}
+
+// The grid of a job names its rows by class and carries the job's parameters; a job without
+// images and an unknown job are 404s that say why.
+func TestJobGrid(t *testing.T) {
+	ts := start(t, "", false, nil)
+	ctx := t.Context()
+	g, err := ts.client.Generate(ctx, api.GenerateRequest{Class: api.Classes{"trouser", "pullover"}, N: 3}, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ts.call(t, "GET", g.Links.Grid, "")
+	if a.code != 200 || a.header.Get("Content-Type") != "image/png" {
+		t.Fatalf("grid: %d %s %s", a.code, a.header.Get("Content-Type"), a.body)
+	}
+	if params := render.ReadParameters(a.body); params != g.Settings.Params {
+		t.Errorf("grid parameters %q, want the job's %q", params, g.Settings.Params)
+	}
+	img, err := png.Decode(bytes.NewReader(a.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := ts.client.Image(ctx, g.Images[0].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell, err := png.DecodeConfig(bytes.NewReader(one))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 columns of cells at 4x with 2-pixel gaps, plus the label column; 2 rows
+	cells := 3*(cell.Width*4+2) + 2
+	if b := img.Bounds(); b.Dy() != 2*(cell.Height*4+2)+2 || b.Dx() <= cells+30 {
+		t.Errorf("grid %dx%d: want 2 rows and a label column beside %d px of cells", b.Dx(), b.Dy(), cells)
+	}
+	// a running job's grid has what is finished; a job cancelled in the queue has nothing
+	held := start(t, "", true, nil)
+	running, err := held.client.Generate(ctx, api.GenerateRequest{Class: api.Classes{"0"}, N: 2, Mode: "draft"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-held.gate.stored // the worker now waits in the hook: nothing else runs
+	queued, err := held.client.Generate(ctx, api.GenerateRequest{Class: api.Classes{"1"}, N: 1, Mode: "draft"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.client.Delete(ctx, queued.ID); err != nil {
+		t.Fatal(err)
+	}
+	if a := held.call(t, "GET", queued.Links.Grid, ""); a.code != 404 || !strings.Contains(string(a.body), "has no finished images yet") {
+		t.Errorf("grid of a job without images: %d %s", a.code, a.body)
+	}
+	if a := held.call(t, "GET", running.Links.Grid, ""); a.code != 200 || a.header.Get("Cache-Control") != "" {
+		t.Errorf("grid of a running job: %d, Cache-Control %q", a.code, a.header.Get("Cache-Control"))
+	}
+	if a := ts.call(t, "GET", "/v1/generations/00000000-0000-4000-8000-000000000000/grid.png", ""); a.code != 404 {
+		t.Errorf("grid of an unknown job: %d %s", a.code, a.body)
 	}
 }

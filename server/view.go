@@ -25,7 +25,8 @@ func (s *Server) view(id string) (api.Generation, error) {
 func (s *Server) wire(j store.Job, imgs []store.Image) api.Generation {
 	g := api.Generation{ID: j.ID, Status: j.Status, Error: j.Error, Created: j.Created, Started: j.Started, Finished: j.Finished,
 		Settings: j.Settings, Images: []api.Image{},
-		Links: api.Links{Self: "/v1/generations/" + j.ID, Events: "/v1/generations/" + j.ID + "/events"}}
+		Links: api.Links{Self: "/v1/generations/" + j.ID, Events: "/v1/generations/" + j.ID + "/events",
+			Grid: "/v1/generations/" + j.ID + "/grid.png"}}
 	if j.Started != nil && j.Finished != nil {
 		g.Seconds = j.Finished.Sub(*j.Started).Seconds()
 	}

@@ -64,6 +64,12 @@ const gallery = {
       el("span", { class: "muted" }, g.seconds ? fmtSeconds(g.seconds) : ""),
       g.alpha !== undefined ? el("span", { title: "accepted over verified drafts, all images" }, "α " + fmtAlpha(g.alpha)) : null,
       el("span", { class: "spacer" }),
+      g.images.length > 0 && g.links && g.links.grid
+        ? el("a", {
+          class: "small button-link", href: g.links.grid, download: g.id.slice(0, 8) + "-grid.png",
+          title: "All images of this job as one PNG, a row per class, each row named",
+        }, "Grid PNG")
+        : null,
       g.status === "succeeded" && app.hasDraft
         ? el("button", { type: "button", class: "small", onclick: () => compare.prefill(g) }, "Compare")
         : null,

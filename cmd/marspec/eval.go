@@ -400,17 +400,29 @@ func (g chunkGenerator) plan() generation.Plan {
 	return p
 }
 
+// saveGrid writes the first images of a run, a row of up to five per class (images cycle
+// through the classes), each row named by its class.
 func (g chunkGenerator) saveGrid(pixels [][]uint8) error {
 	man := g.target.Manifest
-	var cells []image.Image
-	for _, px := range pixels[:min(len(pixels), 50)] {
-		img, err := render.FromPixels(px, man.Image.Height, man.Image.Width, man.Image.Channels)
-		if err != nil {
-			return err
+	classes := len(man.Classes)
+	const perClass = 5
+	var cells []image.Image // nil cells stay empty: a class with fewer images keeps its row
+	var labels []string
+	for c := 0; c < classes && c < len(pixels); c++ {
+		labels = append(labels, fmt.Sprintf("%d %s", c, man.Classes[c]))
+		for k := range perClass {
+			var cell image.Image
+			if i := c + k*classes; i < len(pixels) {
+				img, err := render.FromPixels(pixels[i], man.Image.Height, man.Image.Width, man.Image.Channels)
+				if err != nil {
+					return err
+				}
+				cell = img
+			}
+			cells = append(cells, cell)
 		}
-		cells = append(cells, img)
 	}
-	return render.WritePNG(filepath.Join(g.dir, g.name+"-samples.png"), render.Grid(cells, len(man.Classes), 3), g.desc)
+	return render.WritePNG(filepath.Join(g.dir, g.name+"-samples.png"), render.LabelledGrid(cells, perClass, 3, labels), g.desc)
 }
 
 // configResult is one row of the report.
@@ -474,7 +486,7 @@ func reportRun(dir string, s evalSettings, gens []chunkGenerator, ev *fid.Evalua
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(data, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := writePlots(dir, gens, rows); err != nil {
+	if err := writePlots(dir, s, gens, rows); err != nil {
 		return err
 	}
 	md := markdownTable(s, rows)
@@ -630,7 +642,7 @@ func runEvalMerge(args []string) error {
 
 // writePlots draws alpha against gamma, alpha per AR step (the paper's Fig. 9) and FID against
 // measured speedup for the run's configurations.
-func writePlots(dir string, gens []chunkGenerator, rows []configResult) error {
+func writePlots(dir string, s evalSettings, gens []chunkGenerator, rows []configResult) error {
 	byGroup := map[string]*render.Series{}
 	var steps, tradeoff []render.Series
 	for i, r := range rows {
@@ -663,13 +675,14 @@ func writePlots(dir string, gens []chunkGenerator, rows []configResult) error {
 	for _, s := range byGroup {
 		gammas = append(gammas, *s)
 	}
+	sample := fmt.Sprintf(", N = %d per configuration, seed %d, cfg %g", s.N, s.Seed, s.CFG)
 	charts := []struct {
 		file, title, x, y string
 		series            []render.Series
 	}{
-		{"alpha_vs_gamma.png", "acceptance rate vs gamma", "gamma", "alpha", gammas},
-		{"alpha_per_step.png", "acceptance rate per AR step (Fig. 9)", "AR step", "alpha", steps},
-		{"fid_vs_speedup.png", "quality vs speed", "speedup vs target-only", "FID", tradeoff},
+		{"alpha_vs_gamma.png", "acceptance rate vs gamma" + sample, "gamma", "alpha", gammas},
+		{"alpha_per_step.png", "acceptance rate per AR step (Fig. 9)" + sample, "AR step", "alpha", steps},
+		{"fid_vs_speedup.png", "quality vs speed" + sample, "speedup vs target-only", "FID (lower is better)", tradeoff},
 	}
 	for _, c := range charts {
 		if len(c.series) == 0 {

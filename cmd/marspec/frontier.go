@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -47,8 +46,12 @@ func runFrontier(args []string) error {
 	schedule := fs.String("schedule", "auto", "prefix rounds: batched, lazy or auto (lazy on cpu)")
 	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded Fashion-MNIST test set)")
 	quiet := addQuietFlag(fs)
+	replot := fs.String("replot", "", "a finished run's folder: write its table and plot again from its frontier.json (no images needed) and stop")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *replot != "" {
+		return replotFrontier(*replot)
 	}
 	if *out == "" {
 		return fmt.Errorf("--out is required (the run folder)")
@@ -195,19 +198,7 @@ func reportFrontier(dir string, s frontierSettings, gens []chunkGenerator, ev *f
 		}
 	}
 	markFrontier(rows[:second], s)
-	data, _ := json.MarshalIndent(map[string]any{"settings": s, "results": rows, "evaluator": ev.Manifest.Name}, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "frontier.json"), append(data, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := plotFrontier(filepath.Join(dir, "frontier.png"), s, rows[:second]); err != nil {
-		return err
-	}
-	md := frontierTable(s, rows)
-	if err := os.WriteFile(filepath.Join(dir, "frontier.md"), []byte(md), 0o644); err != nil {
-		return err
-	}
-	fmt.Print(md)
-	return nil
+	return writeFrontierReport(dir, s, rows, ev.Manifest.Name)
 }
 
 func loadReference(path string) (*fid.Stats, error) {

@@ -1,36 +1,62 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
 	"marspec/render"
 )
 
-// markFrontier flags the Pareto-optimal rows (no other row is at least as fast and at least as
-// good with one of the two strictly better), the rows whose FID is within the sampling noise of
-// the reference's, and each row's speed relative to the reference. The noise scale is the
-// two-sample FID between the reference and its own second sample: what two runs of one sampler
-// differ by at this N.
+// markFrontier flags the Pareto-optimal rows, the rows whose FID is within the sampling noise
+// of the reference's, and each row's speed relative to the reference. The noise scale is the
+// two-sample FID between the reference and its own second sample: what two runs of one
+// sampler differ by at this N. Pareto uses the same scale: a row is dominated by one at least
+// as fast whose FID is not worse by more than the noise (and which is faster, or has the
+// lower FID at equal speed), so a much slower row is not kept on the frontier for an FID
+// lower by less than two runs of one sampler differ. Without a reference the noise is 0 and
+// the rule is the raw one.
 func markFrontier(rows []frontierRow, s frontierSettings) {
 	ref := referenceRow(rows, s)
+	noise := 0.0
+	if ref != nil {
+		noise = ref.TwoSampleFID
+	}
 	for i := range rows {
 		a := &rows[i]
 		a.Pareto = true
 		for j, b := range rows {
-			if i != j && b.FID <= a.FID && b.ImagesPerSec >= a.ImagesPerSec &&
-				(b.FID < a.FID || b.ImagesPerSec > a.ImagesPerSec) {
+			if i != j && dominates(b, *a, noise) {
 				a.Pareto = false
 				break
 			}
 		}
 		if ref != nil {
-			a.WithinNoise = a.FID <= ref.FID+ref.TwoSampleFID
+			a.WithinNoise = a.FID <= ref.FID+noise
 			a.SpeedupVsRef = a.ImagesPerSec / ref.ImagesPerSec
 		}
 	}
+}
+
+// dominates says b is at least as good a choice as a: at least as fast, FID at most noise
+// worse, and strictly better in one of the two (faster, or lower FID at equal speed).
+func dominates(b, a frontierRow, noise float64) bool {
+	if b.ImagesPerSec < a.ImagesPerSec || b.FID > a.FID+noise {
+		return false
+	}
+	return b.ImagesPerSec > a.ImagesPerSec || b.FID < a.FID
+}
+
+// noiseOf is the reference's two-sample FID (0 without a reference).
+func noiseOf(rows []frontierRow, s frontierSettings) float64 {
+	if ref := referenceRow(rows, s); ref != nil {
+		return ref.TwoSampleFID
+	}
+	return 0
 }
 
 func referenceRow(rows []frontierRow, s frontierSettings) *frontierRow {
@@ -79,6 +105,7 @@ func frontierTable(s frontierSettings, rows []frontierRow) string {
 		fmt.Fprintf(&b, "| %s | %.2f | %s | %.2f | %.2f ± %.2f | %.3f | %s | %.2f | %s | %s |\n",
 			r.Config, r.ImagesPerSec, speed, r.FID, r.ISMean, r.ISStd, r.ClassAccuracy, alpha, r.TwoSampleFID, pareto, noise)
 	}
+	fmt.Fprintf(&b, "\nPareto: no other configuration is at least as fast with an FID at most %.2f (the noise floor) worse.\n", noiseOf(rows, s))
 	if best := recommended(rows[:len(rows)-1]); best != nil {
 		fmt.Fprintf(&b, "\nFastest Pareto point with FID within the reference's noise: `%s` (%.2f images/s, %.2fx the reference, FID %.2f)\n",
 			best.Config, best.ImagesPerSec, best.SpeedupVsRef, best.FID)
@@ -111,14 +138,15 @@ func plotFrontier(path string, s frontierSettings, rows []frontierRow) error {
 	}
 	series := []render.Series{points}
 	sort.Slice(front, func(i, j int) bool { return front[i].ImagesPerSec < front[j].ImagesPerSec })
-	line := render.Series{Name: " Pareto frontier"}
+	line := render.Series{Name: "Pareto frontier (FID within noise)"}
 	for _, r := range front {
 		line.X, line.Y = append(line.X, r.ImagesPerSec), append(line.Y, r.FID)
 	}
 	series = append(series, line)
-	title := fmt.Sprintf("speed vs quality, N=%d, cfg %g", s.N, s.CFG)
+	title := fmt.Sprintf("speed vs quality: N = %d per configuration, seed %d, cfg %g\nPareto: no other point as fast with FID at most %.2f (the noise floor) worse",
+		s.N, s.Seed, s.CFG, noiseOf(rows, s))
 	if len(off) > 0 {
-		title += " (off the chart: " + strings.Join(off, ", ") + ")"
+		title += "; off the chart: " + strings.Join(off, ", ")
 	}
 	return render.ChartLogX(path, title, "images/s (log)", "FID (lower is better)", series)
 }
@@ -129,4 +157,47 @@ func shortConfig(c string) string {
 	r := strings.NewReplacer("target:", "", "num_iter=", "it", "verify=", "", "acceptance=", "",
 		"gamma=", "g", "draft=", "draft ", "rejection=", "rej ", "tolerance=", "tol ", "steps=", "s", "=", "", ":", " ")
 	return r.Replace(c)
+}
+
+// replotFrontier writes a finished run's table and plot again from its frontier.json, with
+// this version's rules and pictures, without the run's images: the way docs/frontier/ is
+// redrawn, and a run is re-read after marspec changes how it marks or draws the frontier.
+func replotFrontier(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, "frontier.json"))
+	if err != nil {
+		return fmt.Errorf("--replot %s: %w (the folder of a finished frontier run)", dir, err)
+	}
+	var rep struct {
+		Settings  frontierSettings `json:"settings"`
+		Results   []frontierRow    `json:"results"`
+		Evaluator string           `json:"evaluator"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return fmt.Errorf("--replot %s: frontier.json: %w", dir, err)
+	}
+	rows := rep.Results
+	if len(rows) < 2 || !rows[len(rows)-1].ReferenceFloor {
+		return fmt.Errorf("--replot %s: frontier.json must end with the reference's second sample (reference_second_sample true), as frontier writes it", dir)
+	}
+	second := len(rows) - 1
+	markFrontier(rows[:second], rep.Settings)
+	return writeFrontierReport(dir, rep.Settings, rows, rep.Evaluator)
+}
+
+// writeFrontierReport writes frontier.json, frontier.png and frontier.md of rows (the last
+// one the reference's second sample) and prints the table.
+func writeFrontierReport(dir string, s frontierSettings, rows []frontierRow, evaluator string) error {
+	data, _ := json.MarshalIndent(map[string]any{"settings": s, "results": rows, "evaluator": evaluator}, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "frontier.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := plotFrontier(filepath.Join(dir, "frontier.png"), s, rows[:len(rows)-1]); err != nil {
+		return err
+	}
+	md := frontierTable(s, rows)
+	if err := os.WriteFile(filepath.Join(dir, "frontier.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(md)
+	return nil
 }

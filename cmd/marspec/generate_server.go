@@ -84,7 +84,7 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 			}
 			pics = append(pics, pic)
 		}
-		if err := render.WritePNG(grid, generation.LayoutGrid(pics, job.Settings.Classes), job.Settings.Params); err != nil {
+		if err := render.WritePNG(grid, generation.LayoutGrid(pics, job.Settings.Classes, job.Settings.ClassNames), job.Settings.Params); err != nil {
 			made.Undo()
 			return err
 		}
@@ -96,7 +96,7 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 			made.Undo()
 			return &generation.FieldError{Field: "heatmap", Value: strconv.Quote(g.heatmap), Reason: "the server's job has no acceptance statistics"}
 		}
-		if err := render.WritePNG(g.heatmap, render.Heatmap(rates, h, w, 24), job.Settings.Params); err != nil {
+		if err := render.WritePNG(g.heatmap, generation.HeatmapPicture(rates, h, w, job.Settings.Classes, job.Settings.ClassNames, job.Settings.Params), job.Settings.Params); err != nil {
 			return err
 		}
 		written += ", the acceptance map to " + g.heatmap

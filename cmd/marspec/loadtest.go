@@ -28,19 +28,19 @@ import (
 
 // loadFlags are the settings of `marspec loadtest`.
 type loadFlags struct {
-	server, token    string
-	clients, reqs    int
-	duration         time.Duration
-	minImg, maxImg   int
-	numIter          *int // nil: the request leaves it to the service
-	mode, preset     string
-	crossBatch       string
-	seed             uint64
-	maxBatch, queue  int
-	target, draft    string
-	jsonOut          string
-	rounds           int
-	rt               *runtimeFlags
+	server, token   string
+	clients, reqs   int
+	duration        time.Duration
+	minImg, maxImg  int
+	numIter         *int // nil: the request leaves it to the service
+	mode, preset    string
+	crossBatch      string
+	seed            uint64
+	maxBatch, queue int
+	target, draft   string
+	jsonOut         string
+	rounds          int
+	rt              *runtimeFlags
 }
 
 // loadResult is one pass of the load test.
