@@ -36,17 +36,31 @@ var errHelpShown = errors.New("help shown")
 // list.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Printf("usage: marspec %s [flags]\n\nflags:\n", fs.Name())
-		fs.SetOutput(os.Stdout)
-		fs.PrintDefaults()
-		return errHelpShown
+	// flags may follow the arguments too (`fid A B --quiet`), as users of most CLIs expect:
+	// Go's flag package stops at the first argument, so parsing resumes after each one
+	var positional []string
+	for rest := args; ; {
+		err := fs.Parse(rest)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Printf("usage: marspec %s [flags]\n\nflags:\n", fs.Name())
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return errHelpShown
+		}
+		if err != nil {
+			return fmt.Errorf("%v (marspec %s -h lists the flags)", err, fs.Name())
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if n := len(rest) - fs.NArg(); n > 0 && rest[n-1] == "--" { // after "--" all are arguments
+			positional = append(positional, fs.Args()...)
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
 	}
-	if err != nil {
-		return fmt.Errorf("%v (marspec %s -h lists the flags)", err, fs.Name())
-	}
-	return nil
+	return fs.Parse(append([]string{"--"}, positional...))
 }
 
 // noArgs refuses words left after a command's flags.

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -362,5 +364,25 @@ func TestGeneratePreset(t *testing.T) {
 	}
 	if p := params("--preset", name, "--num-iter", "3"); !strings.Contains(p, "num_iter=3 ") {
 		t.Errorf("--preset %s --num-iter 3: %s", name, p)
+	}
+}
+
+func TestFlagsMayFollowArguments(t *testing.T) {
+	fs := flag.NewFlagSet("fid", flag.ContinueOnError)
+	quiet := fs.Bool("quiet", false, "")
+	out := fs.String("o", "", "")
+	if err := parseFlags(fs, []string{"A", "--quiet", "B", "-o", "x.json"}); err != nil {
+		t.Fatal(err)
+	}
+	if !*quiet || *out != "x.json" || !slices.Equal(fs.Args(), []string{"A", "B"}) {
+		t.Fatalf("quiet %v, o %q, arguments %q", *quiet, *out, fs.Args())
+	}
+	fs = flag.NewFlagSet("fid", flag.ContinueOnError)
+	quiet = fs.Bool("quiet", false, "")
+	if err := parseFlags(fs, []string{"A", "--", "--quiet"}); err != nil {
+		t.Fatal(err)
+	}
+	if *quiet || !slices.Equal(fs.Args(), []string{"A", "--quiet"}) {
+		t.Fatalf("after --: quiet %v, arguments %q", *quiet, fs.Args())
 	}
 }
