@@ -18,16 +18,11 @@ import (
 // per class named by the class, as `marspec generate` writes its grid. A running job gives the
 // images finished so far; a job with none yet is a 404 that says so.
 func (s *Server) grid(c *gin.Context) {
-	id, err := jobID(c)
-	if err != nil {
-		s.fail(c, err)
+	g, ok := s.jobFromPath(c)
+	if !ok {
 		return
 	}
-	g, err := s.view(id)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
+	id := g.ID
 	if len(g.Images) == 0 {
 		s.fail(c, notFound(fmt.Sprintf("job %s has no finished images yet (status %s)", id, g.Status)))
 		return

@@ -84,17 +84,25 @@ func (s *Server) create(c *gin.Context) {
 
 // get is GET /v1/generations/{id}.
 func (s *Server) get(c *gin.Context) {
-	id, err := jobID(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	g, err := s.view(id)
-	if err != nil {
-		s.fail(c, err)
+	g, ok := s.jobFromPath(c)
+	if !ok {
 		return
 	}
 	c.JSON(http.StatusOK, g)
+}
+
+// jobFromPath is the job named by the path's :id as the API shows it; on an error it has
+// answered already and ok is false.
+func (s *Server) jobFromPath(c *gin.Context) (g api.Generation, ok bool) {
+	id, err := jobID(c)
+	if err == nil {
+		g, err = s.view(id)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return g, false
+	}
+	return g, true
 }
 
 // list is GET /v1/generations: a page of jobs, newest first, filtered by class, mode, status.
