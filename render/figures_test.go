@@ -141,3 +141,24 @@ func TestChartPutsTheLegendBesideTheData(t *testing.T) {
 		t.Fatalf("widths %d (short name) and %d (long name): the legend is not beside the data", ws, wl)
 	}
 }
+
+func TestRoundTicks(t *testing.T) {
+	labels := func(lo, hi float64) []string {
+		var out []string
+		for _, tk := range (roundTicks{}).Ticks(lo, hi) {
+			if tk.Label != "" {
+				out = append(out, tk.Label)
+			}
+		}
+		return out
+	}
+	if got, want := labels(0.02, 0.23), []string{"0.05", "0.1", "0.15", "0.2"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("0.02 to 0.23: %v, want %v", got, want)
+	}
+	if got, want := labels(3, 48), []string{"10", "20", "30", "40"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("3 to 48: %v, want %v", got, want)
+	}
+	if got, want := labels(0, 1), []string{"0", "0.2", "0.4", "0.6", "0.8", "1"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("0 to 1: %v, want %v", got, want)
+	}
+}

@@ -45,6 +45,7 @@ func ChartLogX(path, title, xLabel, yLabel string, series []Series) error {
 
 func chart(path, title, xLabel, yLabel string, series []Series, logX bool) error {
 	p := plot.New()
+	p.X.Tick.Marker, p.Y.Tick.Marker = roundTicks{}, roundTicks{}
 	if logX {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = readableLogTicks{}
@@ -163,6 +164,41 @@ func labelPoints(p *plot.Plot, s Series, pts plotter.XYs) error {
 		p.Add(labels)
 	}
 	return nil
+}
+
+// roundTicks labels a linear axis at round values, 1, 2 or 5 times a power of ten apart, five
+// to ten of them (gonum's default can label 0.025, 0.125, 0.225).
+type roundTicks struct{}
+
+func (roundTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return []plot.Tick{{Value: lo, Label: strconv.FormatFloat(lo, 'g', 4, 64)}}
+	}
+	raw := (hi - lo) / 5
+	step := math.Pow10(int(math.Floor(math.Log10(raw))))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*step >= raw {
+			step *= m
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for k := math.Ceil(lo / step); k*step <= hi+step*1e-9; k++ {
+		v := k * step
+		// minor ticks halfway, unlabelled
+		if half := v - step/2; half >= lo {
+			ticks = append(ticks, plot.Tick{Value: half})
+		}
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(roundTo(v, step), 'g', -1, 64)})
+	}
+	return ticks
+}
+
+// roundTo removes the float noise of k*step (0.30000000000000004) at the step's precision.
+func roundTo(v, step float64) float64 {
+	digits := max(0, -int(math.Floor(math.Log10(step)))+1)
+	scale := math.Pow10(digits)
+	return math.Round(v*scale) / scale
 }
 
 // readableLogTicks labels a log axis at 1, 2 and 5 times each power of ten (every integer
