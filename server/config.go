@@ -32,6 +32,7 @@ type Config struct {
 	RetryAfter   time.Duration
 	Drain        time.Duration // at shutdown, how long running jobs may go on finishing
 	CrossBatch   bool          // merge concurrent requests into one batch (off: one request per batch, to measure)
+	Lease        time.Duration // with a shared store, how long a replica owns a job without renewing
 }
 
 // Bind registers the flags on fs; their defaults come from MARSPEC_* variables when set.
@@ -104,6 +105,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 	}
 	d(&c.Drain, "drain", "DRAIN", 10*time.Second, "at SIGINT/SIGTERM, time for running jobs to finish; the rest resume on the next start")
 	b(&c.CrossBatch, "cross-batch", "CROSS_BATCH", true, "merge concurrent requests into one running batch (false: one request per batch)")
+	d(&c.Lease, "lease", "LEASE", 10*time.Second, "with a PostgreSQL --store, how long a replica owns a job without renewing it (renewed every third); a killed replica's jobs move after it")
 	return errors.Join(errs...)
 }
 
@@ -125,6 +127,8 @@ func (c *Config) Check() error {
 		return errors.New("--max-wait and --drain must not be negative; --read-timeout, --write-timeout and --retry-after must be positive")
 	case c.MaxWait >= c.WriteTimeout:
 		return fmt.Errorf("--max-wait %s must be below --write-timeout %s (the answer must still be written)", c.MaxWait, c.WriteTimeout)
+	case c.Lease < 300*time.Millisecond || c.Lease > time.Hour:
+		return fmt.Errorf("--lease %s out of range (allowed: 300ms to 1h)", c.Lease)
 	case c.DataDir == "":
 		return errors.New("--data-dir must not be empty")
 	}

@@ -1,0 +1,295 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"marspec/api"
+	"marspec/generation"
+	"marspec/scheduler"
+	"marspec/store"
+)
+
+// replica is what a server runs when its store is shared with other replicas (store.Queue,
+// PostgreSQL): it claims jobs from the shared queue while its scheduler has room, renews the
+// lease on the jobs it owns, and carries events and cancellations between replicas over the
+// store's notifications. Without it (SQLite) the server keeps the jobs it accepts.
+type replica struct {
+	s     *Server
+	q     store.Queue
+	id    string
+	lease time.Duration
+	wake  chan struct{}
+	out   chan message // to other replicas, in order, sent by one goroutine
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+
+	mu       sync.Mutex
+	lastSent map[string]time.Time // per job, when its last progress message went out
+}
+
+// Intervals of the shared queue. A killed replica's jobs are claimed by another within
+// lease + pollEvery; a running job's events reach other replicas by notification (well under
+// a millisecond on loopback) with at most one progress message per job per progressEvery.
+const (
+	pollEvery     = time.Second // claim check and watched-job check when no notification comes
+	progressEvery = 100 * time.Millisecond
+)
+
+// cancelReason is the error a cancelled job is stored with.
+const cancelReason = "cancelled by a DELETE request"
+
+// message is what replicas tell each other.
+type message struct {
+	Kind     string        `json:"k"` // queued, progress, image, done, cancel
+	Job      string        `json:"job,omitempty"`
+	Index    int           `json:"i,omitempty"`
+	Progress *api.Progress `json:"p,omitempty"`
+}
+
+func newReplica(s *Server, q store.Queue, lease time.Duration) *replica {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	ctx, stop := context.WithCancel(context.Background())
+	return &replica{s: s, q: q, id: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b)), lease: lease,
+		wake: make(chan struct{}, 1), out: make(chan message, 4096), ctx: ctx, stop: stop, lastSent: map[string]time.Time{}}
+}
+
+// start runs the claim, renewal, listening and sending goroutines until halt.
+func (r *replica) start() {
+	r.wg.Add(4)
+	go func() { defer r.wg.Done(); r.claimLoop() }()
+	go func() { defer r.wg.Done(); r.renewLoop() }()
+	go func() { defer r.wg.Done(); r.q.Listen(r.ctx, r.receive, r.poke) }()
+	go func() { defer r.wg.Done(); r.sendLoop() }()
+	r.poke()
+}
+
+// halt stops the goroutines without giving jobs back (a shutdown releases them first).
+func (r *replica) halt() {
+	r.stop()
+	r.wg.Wait()
+}
+
+func (r *replica) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *replica) claimLoop() {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.wake:
+		case <-tick.C:
+			r.s.hub.checkWatched()
+		}
+		r.claim()
+	}
+}
+
+// claim takes jobs while the scheduler has fewer images to make than one batch holds, so an
+// idle replica takes work a busy one would only queue.
+func (r *replica) claim() {
+	s := r.s
+	for !s.stopping.Load() && r.ctx.Err() == nil && s.sched.Backlog() < s.cfg.MaxBatch {
+		j, ok, err := r.q.Claim(r.id, r.lease, cancelReason)
+		if err != nil {
+			s.log.Error("shared queue: claim", "err", err)
+			return
+		}
+		if !ok {
+			return
+		}
+		if s.sched.Has(j.ID) {
+			continue // still running here after this replica's own lease ran out: the claim renewed it
+		}
+		if err := s.readmit(j, false); err != nil {
+			reason := "not run: " + err.Error()
+			s.log.Warn("claimed job not runnable", "id", j.ID, "reason", reason)
+			if _, ferr := r.q.FinishOwned(r.id, j.ID, api.StatusFailed, reason, time.Now()); ferr != nil {
+				s.log.Error("store: failing claimed job", "id", j.ID, "err", ferr)
+			}
+			r.send(message{Kind: "done", Job: j.ID})
+		}
+	}
+}
+
+// renewLoop renews the lease on the jobs this replica runs three times per lease, and stops
+// those it lost or whose cancellation was asked (a missed notification).
+func (r *replica) renewLoop() {
+	tick := time.NewTicker(r.lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		lost, cancel, err := r.q.Renew(r.id, r.s.hub.liveIDs(), r.lease)
+		if err != nil {
+			r.s.log.Error("shared queue: renewing leases", "err", err)
+			continue
+		}
+		for _, id := range lost {
+			r.s.log.Warn("lease lost: the job is another replica's now", "id", id)
+			r.s.sched.Cancel(id) // its end is not recorded here: FinishOwned refuses
+		}
+		for _, id := range cancel {
+			r.cancelLocal(id)
+		}
+	}
+}
+
+func (r *replica) cancelLocal(id string) {
+	if _, live := r.s.hub.markCancel(id); live {
+		r.s.sched.Cancel(id)
+	}
+}
+
+// finish records a job's end if this replica still owns it.
+func (r *replica) finish(id, status, reason string, at time.Time) (bool, error) {
+	ok, err := r.q.FinishOwned(r.id, id, status, reason, at)
+	if err == nil && !ok {
+		r.s.log.Warn("job ended here after its lease was lost; its end is the new owner's to record", "id", id)
+	}
+	return ok, err
+}
+
+// publish tells other replicas about an event of a job running here; progress at most every
+// progressEvery per job (a later one supersedes it), images and ends always.
+func (r *replica) publish(id string, ev api.Event) {
+	switch ev.Type {
+	case "progress":
+		r.mu.Lock()
+		now := time.Now()
+		due := now.Sub(r.lastSent[id]) >= progressEvery || ev.Progress.ImagesDone == ev.Progress.ImagesTotal
+		if due {
+			r.lastSent[id] = now
+		}
+		r.mu.Unlock()
+		if due {
+			r.trySend(message{Kind: "progress", Job: id, Progress: ev.Progress})
+		}
+	case "image":
+		r.send(message{Kind: "image", Job: id, Index: ev.Image.Index})
+	}
+}
+
+// ended tells other replicas a job ended (when its end was recorded here: a job another
+// replica took over ends there), and forgets its progress throttle.
+func (r *replica) ended(id string, recorded bool) {
+	r.mu.Lock()
+	delete(r.lastSent, id)
+	r.mu.Unlock()
+	if recorded {
+		r.send(message{Kind: "done", Job: id})
+	}
+	r.poke() // room for another job
+}
+
+func (r *replica) send(m message) {
+	select {
+	case r.out <- m:
+	case <-r.ctx.Done():
+	}
+}
+
+// trySend drops a message when the sender is behind (progress only: a later one follows).
+func (r *replica) trySend(m message) {
+	select {
+	case r.out <- m:
+	default:
+	}
+}
+
+func (r *replica) sendLoop() {
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case m := <-r.out:
+			b, _ := json.Marshal(m)
+			if err := r.q.Notify(string(b)); err != nil {
+				r.s.log.Error("shared queue: notify", "kind", m.Kind, "job", m.Job, "err", err)
+			}
+		}
+	}
+}
+
+// receive handles a message from any replica (this one's included).
+func (r *replica) receive(payload string) {
+	var m message
+	if err := json.Unmarshal([]byte(payload), &m); err != nil {
+		r.s.log.Warn("shared queue: unreadable notification", "payload", payload)
+		return
+	}
+	h := r.s.hub
+	switch m.Kind {
+	case "queued":
+		r.poke()
+	case "cancel":
+		r.cancelLocal(m.Job)
+	case "progress":
+		if m.Progress != nil {
+			h.remote(m.Job, api.Event{Type: "progress", Progress: m.Progress})
+		}
+	case "image":
+		if !h.watching(m.Job) {
+			return
+		}
+		im, err := r.s.store.Image(store.ImageID(m.Job, m.Index))
+		if err != nil {
+			r.s.log.Error("shared queue: image event", "job", m.Job, "index", m.Index, "err", err)
+			return
+		}
+		w := wireImage(im)
+		h.remote(m.Job, api.Event{Type: "image", Image: &w})
+	case "done":
+		h.remoteDone(m.Job)
+	}
+}
+
+// readmit hands a stored job to the scheduler, keeping its finished images: a job resumed
+// after a restart (requeue: SQLite) or claimed from the shared queue.
+func (s *Server) readmit(j store.Job, requeue bool) error {
+	plan, err := generation.Validate(j.Request, s.cat)
+	if err != nil {
+		return err
+	}
+	if plan.Params() != j.Settings.Params {
+		return fmt.Errorf("the models or their settings changed (was %q, now %q)", j.Settings.Params, plan.Params())
+	}
+	imgs, err := s.store.Images(j.ID)
+	if err != nil {
+		return err
+	}
+	done := map[int]bool{}
+	for _, im := range imgs {
+		done[im.Index] = true
+	}
+	if requeue {
+		if err := s.store.Requeue(j.ID); err != nil {
+			return err
+		}
+	}
+	s.hub.track(j.ID, plan, len(imgs))
+	if err := s.sched.Readmit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
+		s.hub.forget(j.ID)
+		return err
+	}
+	return nil
+}
