@@ -316,4 +316,3 @@ func TestReplicaEventsAndCancelAcross(t *testing.T) {
 		t.Errorf("deleted job still answers: %v", err)
 	}
 }
-
