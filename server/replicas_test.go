@@ -23,15 +23,29 @@ type sharedStore struct {
 	blobs func(t *testing.T) store.Blobs
 }
 
-func newShared(t *testing.T) sharedStore {
+// newShared is a fresh database and image store: blobs "files" (a folder) or "s3" (versitygw).
+func newShared(t *testing.T, blobs string) sharedStore {
+	sh := sharedStore{dsn: storetest.Postgres(t)}
+	if blobs == "s3" {
+		url := storetest.S3(t).URL("images")
+		sh.blobs = func(t *testing.T) store.Blobs {
+			b, err := store.OpenS3(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		return sh
+	}
 	dir := t.TempDir()
-	return sharedStore{dsn: storetest.Postgres(t), blobs: func(t *testing.T) store.Blobs {
+	sh.blobs = func(t *testing.T) store.Blobs {
 		b, err := store.NewFiles(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
-	}}
+	}
+	return sh
 }
 
 func (sh sharedStore) replica(t *testing.T, held bool, edit func(*Config)) *testServer {
@@ -143,11 +157,17 @@ func (r *ranOn) hook(name string) func(string, int) {
 }
 
 // Jobs posted round-robin to two replicas all succeed once with the one-replica bytes, both
-// replicas work, and each job's events stream from the replica it was not posted to.
+// replicas work, and each job's events stream from the replica it was not posted to; images
+// in a shared folder and in S3.
 func TestReplicasShareTheQueue(t *testing.T) {
-	sh := newShared(t)
 	reqs := replicaRequests(40)
 	want := reference(t, reqs)
+	for _, blobs := range []string{"files", "s3"} {
+		t.Run(blobs, func(t *testing.T) { shareTheQueue(t, newShared(t, blobs), reqs, want) })
+	}
+}
+
+func shareTheQueue(t *testing.T, sh sharedStore, reqs []api.GenerateRequest, want [][][]byte) {
 	a := sh.replica(t, false, nil)
 	b := sh.replica(t, false, nil)
 	ran := &ranOn{job: map[string]map[string]bool{}}
@@ -183,7 +203,7 @@ func TestReplicasShareTheQueue(t *testing.T) {
 
 // Jobs posted only to replica A are run by B as well: the queue is shared.
 func TestReplicaIdleTakesWork(t *testing.T) {
-	sh := newShared(t)
+	sh := newShared(t, "files")
 	a := sh.replica(t, true, func(c *Config) { c.MaxBatch = 1 }) // A holds its first job mid-run
 	b := sh.replica(t, false, nil)
 	var ids []string
@@ -213,7 +233,7 @@ func TestReplicaIdleTakesWork(t *testing.T) {
 // the one-replica bytes, no image twice, no job left running; the dead replica's late writes
 // change nothing.
 func TestReplicaKilledJobsFinishElsewhere(t *testing.T) {
-	sh := newShared(t)
+	sh := newShared(t, "files")
 	reqs := replicaRequests(6)
 	want := reference(t, reqs)
 	a := sh.replica(t, true, nil)
@@ -261,7 +281,7 @@ func TestReplicaKilledJobsFinishElsewhere(t *testing.T) {
 // Events and cancellation across replicas: a job running on B streams its progress through A,
 // and a DELETE sent to A stops it on B within about a second.
 func TestReplicaEventsAndCancelAcross(t *testing.T) {
-	sh := newShared(t)
+	sh := newShared(t, "files")
 	b := sh.replica(t, false, nil)
 	stored := make(chan int, 64)
 	b.afterImage = func(_ string, i int) { // a slow engine: the job runs for seconds

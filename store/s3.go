@@ -68,7 +68,7 @@ func OpenS3(raw string) (*S3, error) {
 		return nil, errors.New("no credentials: put KEY:SECRET@ in the URL or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 	}
 	c, err := minio.New(ep.Host, &minio.Options{Creds: creds, Secure: ep.Scheme == "https", Region: region,
-		BucketLookup: minio.BucketLookupPath})
+		BucketLookup: minio.BucketLookupPath, MaxRetries: 3}) // a few retries, then the job fails with the reason
 	if err != nil {
 		return nil, err
 	}

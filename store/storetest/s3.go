@@ -34,6 +34,8 @@ type S3Server struct {
 	Endpoint string // http://127.0.0.1:PORT
 	Access   string
 	Secret   string
+	bin, dir string
+	log      *os.File
 	cmd      *exec.Cmd
 }
 
@@ -44,9 +46,32 @@ func (s *S3Server) URL(bucket string) string {
 
 // Stop kills the server (a test of an object store that goes away).
 func (s *S3Server) Stop() {
-	if s.cmd.Process != nil {
+	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// Start (re)starts the server on its port and folder and waits until it listens.
+func (s *S3Server) Start(t testing.TB) {
+	t.Helper()
+	addr := s.Endpoint[len("http://"):]
+	s.cmd = exec.Command(s.bin, "--access", s.Access, "--secret", s.Secret, "--port", addr, "posix", s.dir)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", s.bin, err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(s.log.Name())
+			t.Fatalf("versitygw did not listen on %s within 15 s: %s", addr, log)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -64,26 +89,12 @@ func S3(t testing.TB) *S3Server {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := &S3Server{Endpoint: "http://" + addr, Access: "marspectest", Secret: "marspectestsecret"}
-	s.cmd = exec.Command(bin, "--access", s.Access, "--secret", s.Secret, "--port", addr, "posix", t.TempDir())
 	out, err := os.CreateTemp(t.TempDir(), "versitygw-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cmd.Stdout, s.cmd.Stderr = out, out
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
+	s := &S3Server{Endpoint: "http://" + addr, Access: "marspectest", Secret: "marspectestsecret", bin: bin, dir: t.TempDir(), log: out}
 	t.Cleanup(s.Stop)
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return s
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(out.Name())
-			t.Fatalf("versitygw did not listen on %s within 15 s: %s", addr, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.Start(t)
+	return s
 }
