@@ -16,6 +16,8 @@ import (
 type Config struct {
 	Addr         string
 	DataDir      string
+	Store        string // jobs and image records: sqlite:PATH or postgres://… (empty: SQLite in DataDir)
+	Blobs        string // image bytes: file:DIR or s3://BUCKET?… (empty: files in DataDir)
 	Target       string
 	Draft        string
 	ORTLib       string
@@ -90,6 +92,11 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 		errs = append(errs, fmt.Errorf("$MARSPEC_BODY_LIMIT %q is not an integer", bodyEnv))
 	}
 	fs.Int64Var(&c.BodyLimit, "body-limit", body, "largest request body in bytes, 413 beyond ($MARSPEC_BODY_LIMIT)")
+	// a store URL may carry a password: -h shows the variables' names, never their values
+	c.Store, _ = lookup("MARSPEC_STORE")
+	fs.Var((*secret)(&c.Store), "store", "jobs and image records: sqlite:PATH or postgres://USER@HOST:PORT/DB (several replicas share one); default: SQLite in --data-dir ($MARSPEC_STORE)")
+	c.Blobs, _ = lookup("MARSPEC_BLOBS")
+	fs.Var((*secret)(&c.Blobs), "blobs", "image bytes: file:DIR or s3://BUCKET?endpoint=http://HOST:PORT&region=R (keys in the URL or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY); default: files in --data-dir ($MARSPEC_BLOBS)")
 	c.Token, _ = lookup("MARSPEC_TOKEN")
 	fs.Var((*secret)(&c.Token), "token", "if set, POST and DELETE need 'Authorization: Bearer TOKEN' ($MARSPEC_TOKEN)")
 	d(&c.ReadTimeout, "read-timeout", "READ_TIMEOUT", 10*time.Second, "time to read a request")
@@ -132,7 +139,7 @@ func (c *Config) Check() error {
 	case c.DataDir == "":
 		return errors.New("--data-dir must not be empty")
 	}
-	return nil
+	return checkStoreURLs(c)
 }
 
 // secret is a flag whose value -h never prints (its default may come from the environment).
