@@ -68,7 +68,7 @@ func (r *replica) start() {
 	r.wg.Add(4)
 	go func() { defer r.wg.Done(); r.claimLoop() }()
 	go func() { defer r.wg.Done(); r.renewLoop() }()
-	go func() { defer r.wg.Done(); r.q.Listen(r.ctx, r.receive, r.poke) }()
+	go func() { defer r.wg.Done(); r.q.Listen(r.ctx, r.receive, r.listening) }()
 	go func() { defer r.wg.Done(); r.sendLoop() }()
 	r.poke()
 }
@@ -77,6 +77,16 @@ func (r *replica) start() {
 func (r *replica) halt() {
 	r.stop()
 	r.wg.Wait()
+}
+
+// listening hears of the notification connection: once up again, what was missed meanwhile
+// is caught by a claim and a check of the watched jobs.
+func (r *replica) listening(err error) {
+	if err != nil {
+		r.s.log.Warn("shared queue: notifications lost; reconnecting in 1 s", "err", err)
+		return
+	}
+	r.poke()
 }
 
 func (r *replica) poke() {
@@ -160,9 +170,30 @@ func (r *replica) cancelLocal(id string) {
 	}
 }
 
+// retry runs a store write until it succeeds, for at most half the lease (the database or the
+// object store restarting): past the lease the job may be another replica's, and the write
+// fails the job with its reason (an image) or leaves the job to be claimed again (an end).
+func (r *replica) retry(write func() error) error {
+	deadline := time.Now().Add(r.lease / 2)
+	wait := 50 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || time.Now().Add(wait).After(deadline) || r.ctx.Err() != nil {
+			return err
+		}
+		r.s.log.Warn("store write failed; retrying", "err", err, "in", wait)
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
+}
+
 // finish records a job's end if this replica still owns it.
 func (r *replica) finish(id, status, reason string, at time.Time) (bool, error) {
-	ok, err := r.q.FinishOwned(r.id, id, status, reason, at)
+	var ok bool
+	err := r.retry(func() (err error) {
+		ok, err = r.q.FinishOwned(r.id, id, status, reason, at)
+		return err
+	})
 	if err == nil && !ok {
 		r.s.log.Warn("job ended here after its lease was lost; its end is the new owner's to record", "id", id)
 	}

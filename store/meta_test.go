@@ -371,7 +371,11 @@ func TestPostgresNotify(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	up, got := make(chan struct{}, 1), make(chan string, 1)
-	go p.Listen(ctx, func(m string) { got <- m }, func() { up <- struct{}{} })
+	go p.Listen(ctx, func(m string) { got <- m }, func(err error) {
+		if err == nil {
+			up <- struct{}{}
+		}
+	})
 	<-up
 	start := time.Now()
 	if err := p.Notify(`{"job":"x"}`); err != nil {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -127,14 +126,14 @@ func (p *Postgres) Notify(msg string) error {
 
 // Listen holds one connection of its own (outside the pool: a LISTENing connection must not
 // be handed to other queries) and reconnects every second while the database is away.
-func (p *Postgres) Listen(ctx context.Context, on func(msg string), up func()) {
+func (p *Postgres) Listen(ctx context.Context, on func(msg string), state func(err error)) {
 	cfg := p.pool.Config().ConnConfig.Copy()
 	for ctx.Err() == nil {
-		err := p.listenOnce(ctx, cfg, on, up)
+		err := p.listenOnce(ctx, cfg, on, state)
 		if ctx.Err() != nil {
 			return
 		}
-		slog.Warn("store: notification listener lost its connection; reconnecting", "err", err)
+		state(err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
@@ -142,7 +141,7 @@ func (p *Postgres) Listen(ctx context.Context, on func(msg string), up func()) {
 	}
 }
 
-func (p *Postgres) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, on func(string), up func()) error {
+func (p *Postgres) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, on func(string), state func(error)) error {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -151,9 +150,7 @@ func (p *Postgres) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, on func(
 	if _, err := conn.Exec(ctx, `LISTEN `+notifyChannel); err != nil {
 		return err
 	}
-	if up != nil {
-		up()
-	}
+	state(nil)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

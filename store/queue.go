@@ -35,8 +35,8 @@ type Queue interface {
 	Notify(msg string) error
 	// Listen calls on with every message Notify sends, from one goroutine, until ctx ends;
 	// it reconnects after a lost connection (messages sent meanwhile are missed: callers
-	// also poll). up, if set, is called on each (re)connection.
-	Listen(ctx context.Context, on func(msg string), up func())
+	// also poll). state is told of each connection (nil) and each loss (the error).
+	Listen(ctx context.Context, on func(msg string), state func(err error))
 }
 
 // CancelOutcome says what Queue.Cancel did.

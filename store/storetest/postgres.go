@@ -70,3 +70,34 @@ func Postgres(t testing.TB) string {
 	}
 	return "postgres://" + cfg.User + "@" + cfg.Host + ":" + strconv.Itoa(int(cfg.Port)) + "/" + name + "?sslmode=disable"
 }
+
+// Outage makes the database at dsn unreachable for d, as a server restart does to its
+// clients: new connections are refused and every open one is cut. The shared server itself
+// keeps running (other databases on it are not touched).
+func Outage(t testing.TB, dsn string, d time.Duration) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := cfg.Database
+	ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, PostgresAdmin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, sql := range []string{
+		`ALTER DATABASE ` + name + ` ALLOW_CONNECTIONS false`,
+		`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '` + name + `' AND pid <> pg_backend_pid()`,
+	} {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(d)
+	if _, err := admin.Exec(ctx, `ALTER DATABASE `+name+` ALLOW_CONNECTIONS true`); err != nil {
+		t.Fatal(err)
+	}
+}
