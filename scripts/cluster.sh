@@ -5,24 +5,14 @@
 # recorded and removes the folder.
 #
 # usage: bash scripts/cluster.sh start|stop     (make cluster / make cluster-stop)
+# needs: PostgreSQL's programs (Debian: apt-get install postgresql), go (versitygw is
+# installed with go install when missing), bin/marspec (make build)
 # ports: CLUSTER_PG_PORT (55432), CLUSTER_S3_PORT (7070); replicas 8081, 8082
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 state="$repo/out/cluster.dir" # holds the path of the running cluster's folder
 pg_port="${CLUSTER_PG_PORT:-55432}"
 s3_port="${CLUSTER_S3_PORT:-7070}"
-
-pgbin() { # the newest installed PostgreSQL's programs (Debian keeps them out of PATH)
-  local d
-  d="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
-  if [ -z "$d" ] && command -v initdb >/dev/null; then d="$(dirname "$(command -v initdb)")"; fi
-  [ -n "$d" ] || { echo "cluster: PostgreSQL is not installed (apt-get install postgresql)" >&2; exit 1; }
-  echo "$d"
-}
-
-as_pg() { # initdb and postgres refuse to run as root: run them as the postgres user then
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
 
 versitygw_bin() {
   if command -v versitygw >/dev/null; then command -v versitygw; return; fi
@@ -48,18 +38,14 @@ start() {
     exit 1
   fi
   [ -x "$repo/bin/marspec" ] || { echo "cluster: build first (make build)" >&2; exit 1; }
-  local bin gw
-  bin="$(pgbin)"
+  local gw
   gw="$(versitygw_bin)"
   dir="$(mktemp -d /tmp/marspec-cluster.XXXXXX)"
   chmod 755 "$dir"
   mkdir -p "$repo/out" && echo "$dir" > "$state"
-  mkdir -p "$dir/pg" "$dir/s3"
-  [ "$(id -u)" = 0 ] && chown postgres "$dir/pg"
-  as_pg "$bin/initdb" -D "$dir/pg/data" -U postgres --auth=trust >"$dir/initdb.log" 2>&1
-  as_pg "$bin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/postgres.log" -w \
-    -o "-p $pg_port -k $dir/pg -c listen_addresses=127.0.0.1" start >/dev/null
-  echo "pg_ctl $bin/pg_ctl $dir/pg/data" >> "$dir/procs"
+  mkdir -p "$dir/s3"
+  bash "$repo/scripts/pgtmp.sh" start "$dir/pg" "$pg_port"
+  echo "pg $dir/pg" >> "$dir/procs"
   "$gw" --access marspec --secret marspecsecret --port "127.0.0.1:$s3_port" posix "$dir/s3" >"$dir/versitygw.log" 2>&1 &
   echo "pid $!" >> "$dir/procs"
   wait_for "versitygw" bash -c "exec 3<>/dev/tcp/127.0.0.1/$s3_port"
@@ -86,10 +72,10 @@ stop() {
   dir="$(cat "$state")"
   if [ -f "$dir/procs" ]; then
     # replicas and versitygw by the pids recorded at start, newest first; PostgreSQL by pg_ctl
-    tac "$dir/procs" | while read -r kind a b c; do
+    tac "$dir/procs" | while read -r kind a; do
       case "$kind" in
         pid) kill "$a" 2>/dev/null || true; for _ in $(seq 50); do kill -0 "$a" 2>/dev/null || break; sleep 0.2; done ;;
-        pg_ctl) as_pg "$a" -D "$b" -m fast stop >/dev/null 2>&1 || true ;;
+        pg) bash "$repo/scripts/pgtmp.sh" stop "$a" ;;
       esac
     done
   fi
