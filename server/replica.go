@@ -4,15 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"time"
 
 	"marspec/api"
-	"marspec/generation"
-	"marspec/scheduler"
 	"marspec/store"
 )
 
@@ -43,17 +41,6 @@ const (
 	progressEvery = 100 * time.Millisecond
 )
 
-// cancelReason is the error a cancelled job is stored with.
-const cancelReason = "cancelled by a DELETE request"
-
-// message is what replicas tell each other.
-type message struct {
-	Kind     string        `json:"k"` // queued, progress, image, done, cancel
-	Job      string        `json:"job,omitempty"`
-	Index    int           `json:"i,omitempty"`
-	Progress *api.Progress `json:"p,omitempty"`
-}
-
 func newReplica(s *Server, q store.Queue, lease time.Duration) *replica {
 	host, _ := os.Hostname()
 	b := make([]byte, 4)
@@ -77,16 +64,6 @@ func (r *replica) start() {
 func (r *replica) halt() {
 	r.stop()
 	r.wg.Wait()
-}
-
-// listening hears of the notification connection: once up again, what was missed meanwhile
-// is caught by a claim and a check of the watched jobs.
-func (r *replica) listening(err error) {
-	if err != nil {
-		r.s.log.Warn("shared queue: notifications lost; reconnecting in 1 s", "err", err)
-		return
-	}
-	r.poke()
 }
 
 func (r *replica) poke() {
@@ -127,13 +104,23 @@ func (r *replica) claim() {
 		if s.sched.Has(j.ID) {
 			continue // still running here after this replica's own lease ran out: the claim renewed it
 		}
-		if err := s.readmit(j, false); err != nil {
+		err = s.readmit(j, false)
+		var never notRunnable
+		switch {
+		case err == nil:
+		case errors.As(err, &never):
 			reason := "not run: " + err.Error()
 			s.log.Warn("claimed job not runnable", "id", j.ID, "reason", reason)
 			if _, ferr := r.q.FinishOwned(r.id, j.ID, api.StatusFailed, reason, time.Now()); ferr != nil {
 				s.log.Error("store: failing claimed job", "id", j.ID, "err", ferr)
 			}
 			r.send(message{Kind: "done", Job: j.ID})
+		default: // the store or the scheduler, for now: give it back for a later claim
+			s.log.Warn("claimed job given back", "id", j.ID, "err", err)
+			if rerr := r.q.Release(r.id, []string{j.ID}); rerr != nil {
+				s.log.Error("store: giving back a claimed job", "id", j.ID, "err", rerr)
+			}
+			return
 		}
 	}
 }
@@ -198,129 +185,4 @@ func (r *replica) finish(id, status, reason string, at time.Time) (bool, error) 
 		r.s.log.Warn("job ended here after its lease was lost; its end is the new owner's to record", "id", id)
 	}
 	return ok, err
-}
-
-// publish tells other replicas about an event of a job running here; progress at most every
-// progressEvery per job (a later one supersedes it), images and ends always.
-func (r *replica) publish(id string, ev api.Event) {
-	switch ev.Type {
-	case "progress":
-		r.mu.Lock()
-		now := time.Now()
-		due := now.Sub(r.lastSent[id]) >= progressEvery || ev.Progress.ImagesDone == ev.Progress.ImagesTotal
-		if due {
-			r.lastSent[id] = now
-		}
-		r.mu.Unlock()
-		if due {
-			r.trySend(message{Kind: "progress", Job: id, Progress: ev.Progress})
-		}
-	case "image":
-		r.send(message{Kind: "image", Job: id, Index: ev.Image.Index})
-	}
-}
-
-// ended tells other replicas a job ended (when its end was recorded here: a job another
-// replica took over ends there), and forgets its progress throttle.
-func (r *replica) ended(id string, recorded bool) {
-	r.mu.Lock()
-	delete(r.lastSent, id)
-	r.mu.Unlock()
-	if recorded {
-		r.send(message{Kind: "done", Job: id})
-	}
-	r.poke() // room for another job
-}
-
-func (r *replica) send(m message) {
-	select {
-	case r.out <- m:
-	case <-r.ctx.Done():
-	}
-}
-
-// trySend drops a message when the sender is behind (progress only: a later one follows).
-func (r *replica) trySend(m message) {
-	select {
-	case r.out <- m:
-	default:
-	}
-}
-
-func (r *replica) sendLoop() {
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case m := <-r.out:
-			b, _ := json.Marshal(m)
-			if err := r.q.Notify(string(b)); err != nil {
-				r.s.log.Error("shared queue: notify", "kind", m.Kind, "job", m.Job, "err", err)
-			}
-		}
-	}
-}
-
-// receive handles a message from any replica (this one's included).
-func (r *replica) receive(payload string) {
-	var m message
-	if err := json.Unmarshal([]byte(payload), &m); err != nil {
-		r.s.log.Warn("shared queue: unreadable notification", "payload", payload)
-		return
-	}
-	h := r.s.hub
-	switch m.Kind {
-	case "queued":
-		r.poke()
-	case "cancel":
-		r.cancelLocal(m.Job)
-	case "progress":
-		if m.Progress != nil {
-			h.remote(m.Job, api.Event{Type: "progress", Progress: m.Progress})
-		}
-	case "image":
-		if !h.watching(m.Job) {
-			return
-		}
-		im, err := r.s.store.Image(store.ImageID(m.Job, m.Index))
-		if err != nil {
-			r.s.log.Error("shared queue: image event", "job", m.Job, "index", m.Index, "err", err)
-			return
-		}
-		w := wireImage(im)
-		h.remote(m.Job, api.Event{Type: "image", Image: &w})
-	case "done":
-		h.remoteDone(m.Job)
-	}
-}
-
-// readmit hands a stored job to the scheduler, keeping its finished images: a job resumed
-// after a restart (requeue: SQLite) or claimed from the shared queue.
-func (s *Server) readmit(j store.Job, requeue bool) error {
-	plan, err := generation.Validate(j.Request, s.cat)
-	if err != nil {
-		return err
-	}
-	if plan.Params() != j.Settings.Params {
-		return fmt.Errorf("the models or their settings changed (was %q, now %q)", j.Settings.Params, plan.Params())
-	}
-	imgs, err := s.store.Images(j.ID)
-	if err != nil {
-		return err
-	}
-	done := map[int]bool{}
-	for _, im := range imgs {
-		done[im.Index] = true
-	}
-	if requeue {
-		if err := s.store.Requeue(j.ID); err != nil {
-			return err
-		}
-	}
-	s.hub.track(j.ID, plan, len(imgs))
-	if err := s.sched.Readmit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
-		s.hub.forget(j.ID)
-		return err
-	}
-	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -382,4 +383,21 @@ func TestReplicasSurviveADatabaseOutage(t *testing.T) {
 		t.Error("every job ended before the outage: the test tested nothing")
 	}
 	t.Logf("%d images stored after the outage began", after)
+}
+
+// A queued job no replica can run (its request names a class the models lack) fails with the
+// reason instead of circling the queue.
+func TestReplicaFailsAJobItCannotRun(t *testing.T) {
+	sh := newShared(t, "files")
+	a := sh.replica(t, false, nil)
+	bad := store.Job{ID: "0e0c7c1a-7d43-4b0b-9e55-6e4b2d3a1f01", Created: time.Now(), Status: api.StatusQueued,
+		Request: api.GenerateRequest{Class: api.Classes{"7"}, Mode: "target", Seed: seed(1)}, Settings: api.Settings{Mode: "target", Classes: []int{7}}}
+	if err := a.store.CreateJob(bad); err != nil {
+		t.Fatal(err)
+	}
+	a.rep.poke()
+	g := a.waitEnd(t, bad.ID)
+	if g.Status != api.StatusFailed || !strings.Contains(g.Error, "not run: ") || !strings.Contains(g.Error, "class") {
+		t.Fatalf("unrunnable job: %s %q", g.Status, g.Error)
+	}
 }

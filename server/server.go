@@ -105,6 +105,43 @@ func (s *Server) Resume() (resumed, failed int, err error) {
 
 func (s *Server) resume(j store.Job) error { return s.readmit(j, true) }
 
+// notRunnable is a job this server can never run: its request or its models' settings no
+// longer fit (a failure to read the store is not one: the job may run later).
+type notRunnable struct{ error }
+
+func (e notRunnable) Unwrap() error { return e.error }
+
+// readmit hands a stored job to the scheduler, keeping its finished images: a job resumed
+// after a restart (requeue: SQLite) or claimed from the shared queue.
+func (s *Server) readmit(j store.Job, requeue bool) error {
+	plan, err := generation.Validate(j.Request, s.cat)
+	if err != nil {
+		return notRunnable{err}
+	}
+	if plan.Params() != j.Settings.Params {
+		return notRunnable{fmt.Errorf("the models or their settings changed (was %q, now %q)", j.Settings.Params, plan.Params())}
+	}
+	imgs, err := s.store.Images(j.ID)
+	if err != nil {
+		return err
+	}
+	done := map[int]bool{}
+	for _, im := range imgs {
+		done[im.Index] = true
+	}
+	if requeue {
+		if err := s.store.Requeue(j.ID); err != nil {
+			return err
+		}
+	}
+	s.hub.track(j.ID, plan, len(imgs))
+	if err := s.sched.Readmit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
+		s.hub.forget(j.ID)
+		return err
+	}
+	return nil
+}
+
 // Shutdown stops accepting work (new jobs get 503), gives running and queued jobs until
 // Config.Drain to finish, then stops the workers after their current step and closes event
 // streams. Jobs not finished by then stay queued or running in the store and resume on the
