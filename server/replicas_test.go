@@ -197,6 +197,9 @@ func shareTheQueue(t *testing.T, sh sharedStore, reqs []api.GenerateRequest, wan
 		}
 	}
 	t.Logf("jobs per replica: %v", perReplica)
+	if text, err := a.client.Metrics(t.Context()); err != nil || !strings.Contains(text, "marspec_queue_waiting 0") {
+		t.Errorf("the shared queue's length is not a metric: %v", err)
+	}
 	if perReplica["A"] == 0 || perReplica["B"] == 0 {
 		t.Errorf("one replica did all the work: %v", perReplica)
 	}

@@ -61,6 +61,7 @@ func New(cfg Config, d Deps) *Server {
 	s.handler = s.routes()
 	if q, ok := d.Store.Meta.(store.Queue); ok {
 		s.rep = newReplica(s, q, cfg.Lease)
+		s.metrics.queueWaiting(q.Waiting)
 		s.rep.start()
 	}
 	return s
