@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -58,6 +59,24 @@ func (r *replica) start() {
 	go func() { defer r.wg.Done(); r.q.Listen(r.ctx, r.receive, r.listening) }()
 	go func() { defer r.wg.Done(); r.sendLoop() }()
 	r.poke()
+}
+
+// giveBack returns the jobs this replica still holds to the queue and wakes the others to
+// claim them now rather than after the lease (a clean shutdown).
+func (r *replica) giveBack() {
+	ids := r.s.hub.liveIDs()
+	if len(ids) == 0 {
+		return
+	}
+	if err := r.q.Release(r.id, ids); err != nil {
+		r.s.log.Error("shutdown: giving jobs back to the shared queue", "err", err)
+		return
+	}
+	b, _ := json.Marshal(message{Kind: "queued"})
+	if err := r.q.Notify(string(b)); err != nil {
+		r.s.log.Warn("shutdown: telling the other replicas", "err", err)
+	}
+	r.s.log.Info("shutdown: jobs given back to the shared queue", "jobs", len(ids))
 }
 
 // halt stops the goroutines without giving jobs back (a shutdown releases them first).

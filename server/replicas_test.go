@@ -404,3 +404,34 @@ func TestReplicaFailsAJobItCannotRun(t *testing.T) {
 		t.Fatalf("unrunnable job: %s %q", g.Status, g.Error)
 	}
 }
+
+// A replica shut down cleanly gives its unfinished jobs back at once: the other finishes them
+// long before the lease (30 s here) would have run out.
+func TestReplicaShutdownGivesJobsBack(t *testing.T) {
+	sh := newShared(t, "files")
+	long := func(c *Config) { c.Lease = 30 * time.Second }
+	a := sh.replica(t, true, long)
+	var ids []string
+	for _, r := range replicaRequests(3) {
+		g, err := a.client.Generate(t.Context(), r, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, g.ID)
+	}
+	<-a.gate.stored
+	b := sh.replica(t, false, long)
+	a.sched.Close() // the workers stop after this step: the jobs stay unfinished
+	a.stop(t)
+	stopped := time.Now()
+	for _, id := range ids {
+		if g := b.waitEnd(t, id); g.Status != api.StatusSucceeded {
+			t.Errorf("job %s: %s %q", id, g.Status, g.Error)
+		}
+	}
+	if took := time.Since(stopped); took > 5*time.Second {
+		t.Errorf("jobs given back at shutdown took %v to finish elsewhere", took)
+	} else {
+		t.Logf("jobs given back at shutdown finished elsewhere in %v", took)
+	}
+}

@@ -169,9 +169,7 @@ wait:
 	}
 	err := s.sched.Shutdown(ctx)
 	if s.rep != nil {
-		if rerr := s.rep.q.Release(s.rep.id, s.hub.liveIDs()); rerr != nil {
-			s.log.Error("shutdown: giving jobs back to the shared queue", "err", rerr)
-		}
+		s.rep.giveBack()
 		s.rep.halt()
 	}
 	s.hub.closeAll()
