@@ -54,7 +54,7 @@ start() {
   for port in 8081 8082; do
     "$repo/bin/marspec" serve --addr "127.0.0.1:$port" --threads 1 --store "$store" --blobs "$blobs" \
       --data-dir "$dir/data-$port" >"$dir/replica-$port.log" 2>&1 &
-    echo "pid $!" >> "$dir/procs"
+    echo "pid $! replica-$port" >> "$dir/procs"
   done
   for port in 8081 8082; do wait_for "replica on $port" curl -fs "http://127.0.0.1:$port/readyz"; done
   cat <<MSG
@@ -72,7 +72,7 @@ stop() {
   dir="$(cat "$state")"
   if [ -f "$dir/procs" ]; then
     # replicas and versitygw by the pids recorded at start, newest first; PostgreSQL by pg_ctl
-    tac "$dir/procs" | while read -r kind a; do
+    tac "$dir/procs" | while read -r kind a _; do
       case "$kind" in
         pid) kill "$a" 2>/dev/null || true; for _ in $(seq 50); do kill -0 "$a" 2>/dev/null || break; sleep 0.2; done ;;
         pg) bash "$repo/scripts/pgtmp.sh" stop "$a" ;;
