@@ -12,7 +12,7 @@ import (
 
 // The PostgreSQL schema is an ordered list of embedded files migrations/NNN_name.sql, applied
 // by migrate below rather than by a migration library (goose, migrate): the list is small,
-// the code is twenty lines, and it adds no dependency. All pending files run in one
+// the code is forty lines, and it adds no dependency. All pending files run in one
 // transaction under an advisory lock, so two replicas starting together migrate once and a
 // failed file leaves the schema as it was. (A future step that must commit before the next,
 // such as CREATE INDEX CONCURRENTLY, would need its own transaction; none does yet.)
