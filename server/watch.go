@@ -1,10 +1,12 @@
 package server
 
 import (
+	"errors"
 	"maps"
 	"slices"
 
 	"marspec/api"
+	"marspec/store"
 )
 
 // Following jobs that may run on another replica (shared store): event streams and ?wait=
@@ -60,14 +62,15 @@ func (h *hub) remoteDone(id string) {
 	}
 }
 
-// checkWatched ends the watched jobs the store says have ended (a missed notification).
+// checkWatched ends the watched jobs the store says have ended or are gone (a missed
+// notification); a store that does not answer ends nothing (it may be restarting).
 func (h *hub) checkWatched() {
 	h.mu.Lock()
 	ids := slices.Collect(maps.Keys(h.watched))
 	h.mu.Unlock()
 	for _, id := range ids {
 		j, err := h.s.store.Job(id)
-		if err != nil || (j.Status != api.StatusQueued && j.Status != api.StatusRunning) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && ended(j.Status)) {
 			h.remoteDone(id)
 		}
 	}
