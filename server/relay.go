@@ -35,7 +35,7 @@ func (r *replica) publish(id string, ev api.Event) {
 		}
 		r.mu.Unlock()
 		if due {
-			r.trySend(message{Kind: "progress", Job: id, Progress: ev.Progress})
+			r.send(message{Kind: "progress", Job: id, Progress: ev.Progress})
 		}
 	case "image":
 		r.send(message{Kind: "image", Job: id, Index: ev.Image.Index})
@@ -54,18 +54,17 @@ func (r *replica) ended(id string, recorded bool) {
 	r.poke() // room for another job
 }
 
+// send queues a message for the sender goroutine and never blocks the caller (a worker):
+// while the database is away and thousands are waiting, it drops them. Nothing depends on
+// one message: a later progress supersedes one, a stream's final event lists every image, and
+// ends, cancellations and queued jobs are also found by polling.
 func (r *replica) send(m message) {
 	select {
 	case r.out <- m:
-	case <-r.ctx.Done():
-	}
-}
-
-// trySend drops a message when the sender is behind (progress only: a later one follows).
-func (r *replica) trySend(m message) {
-	select {
-	case r.out <- m:
 	default:
+		if m.Kind != "progress" {
+			r.s.log.Warn("shared queue: notification dropped (the sender is behind)", "kind", m.Kind, "job", m.Job)
+		}
 	}
 }
 
