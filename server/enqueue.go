@@ -2,16 +2,11 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"time"
-
-	"github.com/gin-gonic/gin"
 
 	"marspec/api"
 	"marspec/generation"
 	"marspec/scheduler"
-	"marspec/store"
 )
 
 // Where a new job goes: to this server's scheduler, or (shared store) to the shared queue,
@@ -78,36 +73,3 @@ func (s *Server) await(ctx context.Context, id string, wait time.Duration) {
 }
 
 func ended(status string) bool { return status != api.StatusQueued && status != api.StatusRunning }
-
-// removeShared is DELETE for a job not running here, with a shared store: a job no replica
-// runs is cancelled at once, a running one's owner is told (and renewals tell it too, should
-// the notification be missed), a finished one is deleted.
-func (s *Server) removeShared(c *gin.Context, id string) {
-	out, err := s.rep.q.Cancel(id, cancelReason, time.Now())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	switch out {
-	case store.CancelAskedOnce:
-		s.fail(c, fmt.Errorf("job %s is already being cancelled: %w", id, errConflict))
-		return
-	case store.CancelFinished:
-		if err := s.store.DeleteJob(id); err != nil {
-			s.fail(c, err)
-			return
-		}
-		c.Status(http.StatusNoContent)
-		return
-	case store.CancelEnded:
-		s.rep.send(message{Kind: "done", Job: id})
-	case store.CancelAsked:
-		s.rep.send(message{Kind: "cancel", Job: id})
-	}
-	g, err := s.view(id)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusAccepted, g)
-}

@@ -172,3 +172,36 @@ func (s *Server) remove(c *gin.Context) {
 	}
 	c.Status(http.StatusNoContent)
 }
+
+// removeShared is DELETE for a job not running here, with a shared store: a job no replica
+// runs is cancelled at once, a running one's owner is told (and renewals tell it too, should
+// the notification be missed), a finished one is deleted.
+func (s *Server) removeShared(c *gin.Context, id string) {
+	out, err := s.rep.q.Cancel(id, cancelReason, time.Now())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	switch out {
+	case store.CancelAskedOnce:
+		s.fail(c, fmt.Errorf("job %s is already being cancelled: %w", id, errConflict))
+		return
+	case store.CancelFinished:
+		if err := s.store.DeleteJob(id); err != nil {
+			s.fail(c, err)
+			return
+		}
+		c.Status(http.StatusNoContent)
+		return
+	case store.CancelEnded:
+		s.rep.send(message{Kind: "done", Job: id})
+	case store.CancelAsked:
+		s.rep.send(message{Kind: "cancel", Job: id})
+	}
+	g, err := s.view(id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, g)
+}
