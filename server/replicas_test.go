@@ -205,11 +205,11 @@ func shareTheQueue(t *testing.T, sh sharedStore, reqs []api.GenerateRequest, wan
 	}
 }
 
-// Jobs posted only to replica A are run by B as well: the queue is shared.
+// Jobs posted only to replica A are run by B as well: the queue is shared. A holds its first
+// job mid-run (and, with a batch of one image, claims no other) before B starts.
 func TestReplicaIdleTakesWork(t *testing.T) {
 	sh := newShared(t, "files")
-	a := sh.replica(t, true, func(c *Config) { c.MaxBatch = 1 }) // A holds its first job mid-run
-	b := sh.replica(t, false, nil)
+	a := sh.replica(t, true, func(c *Config) { c.MaxBatch = 1 })
 	var ids []string
 	for _, r := range replicaRequests(4) {
 		g, err := a.client.Generate(t.Context(), r, 0)
@@ -218,7 +218,8 @@ func TestReplicaIdleTakesWork(t *testing.T) {
 		}
 		ids = append(ids, g.ID)
 	}
-	held := <-a.gate.stored // A is busy with this one; B must take the other three
+	held := receive(t, a.gate.stored, "A's first image")
+	b := sh.replica(t, false, nil)
 	for _, id := range ids {
 		if id == held {
 			continue
@@ -230,6 +231,18 @@ func TestReplicaIdleTakesWork(t *testing.T) {
 	a.gate.release()
 	if g := b.waitEnd(t, held); g.Status != api.StatusSucceeded {
 		t.Errorf("held job %s: %s", held, g.Status)
+	}
+}
+
+// receive waits for a value from ch for at most 20 s (a test that would hang fails instead).
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("waited 20 s for %s", what)
+		panic("unreachable")
 	}
 }
 
@@ -249,7 +262,7 @@ func TestReplicaKilledJobsFinishElsewhere(t *testing.T) {
 		}
 		ids = append(ids, g.ID)
 	}
-	<-a.gate.stored // A has stored an image and is held mid-run, with the jobs it claimed
+	receive(t, a.gate.stored, "A's first image") // A is held mid-run, with the jobs it claimed
 	b := sh.replica(t, false, nil)
 	a.crash(t)
 	killed := time.Now()
@@ -296,18 +309,24 @@ func TestReplicaEventsAndCancelAcross(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-stored
+	receive(t, stored, "B's first image")
 	a := sh.replica(t, false, nil)
 	events := make(chan api.Event, 100)
 	ended := make(chan *api.Generation, 1)
 	go func() {
-		final, err := a.client.Events(t.Context(), g.ID, func(ev api.Event) error { events <- ev; return nil })
+		final, err := a.client.Events(t.Context(), g.ID, func(ev api.Event) error {
+			select { // never hold the stream up: the test reads only the first events
+			case events <- ev:
+			default:
+			}
+			return nil
+		})
 		if err != nil {
 			t.Error(err)
 		}
 		ended <- final
 	}()
-	if ev := <-events; ev.Type != "generation" || ev.Generation.Status != api.StatusRunning {
+	if ev := receive(t, events, "the stream's first event"); ev.Type != "generation" || ev.Generation.Status != api.StatusRunning {
 		t.Fatalf("first event: %+v", ev)
 	}
 	seen := map[string]bool{}
@@ -442,7 +461,7 @@ func TestReplicaShutdownGivesJobsBack(t *testing.T) {
 		}
 		ids = append(ids, g.ID)
 	}
-	<-a.gate.stored
+	receive(t, a.gate.stored, "A's first image")
 	b := sh.replica(t, false, long)
 	a.sched.Close() // the workers stop after this step: the jobs stay unfinished
 	a.stop(t)

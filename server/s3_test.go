@@ -63,7 +63,7 @@ func TestS3StoppedMidRunFailsTheJobCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-ts.gate.stored
+	receive(t, ts.gate.stored, "the first image")
 	s3.Stop()
 	ts.gate.release()
 	final := ts.waitEnd(t, g.ID)
