@@ -3,7 +3,7 @@ GO ?= go
 ORT_LIB := third_party/onnxruntime/libonnxruntime.so
 PY := /usr/bin/python3
 
-.PHONY: setup build run demo test distill bench train export fixtures gpu-setup gpu-parts gpu-bench gpu-bench-tiny official-packs
+.PHONY: setup build run demo test cluster cluster-stop distill bench train export fixtures gpu-setup gpu-parts gpu-bench gpu-bench-tiny official-packs
 
 $(ORT_LIB):
 	bash scripts/setup_ort.sh
@@ -16,6 +16,13 @@ build:
 # Serve the embedded models: REST API and gallery at http://127.0.0.1:8080 (data in ./data).
 run: setup build
 	./bin/marspec serve --addr 127.0.0.1:8080 --data-dir data
+
+# Two replicas (8081, 8082) on a throwaway PostgreSQL and a versitygw S3 server; docs/scaling.md.
+cluster: setup build
+	bash scripts/cluster.sh start
+
+cluster-stop:
+	bash scripts/cluster.sh stop
 
 # A grid of all 10 classes with the default settings, no server.
 demo: setup build

@@ -180,6 +180,18 @@ func (s *Scheduler) Depth() int {
 	return len(s.jobs)
 }
 
+// Backlog is the number of images of accepted jobs not yet finished: a replica that claims
+// jobs from a shared queue claims while this is below its batch size.
+func (s *Scheduler) Backlog() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.jobs {
+		n += r.job.Plan.Images() - r.done
+	}
+	return n
+}
+
 // Capacity is the queue bound.
 func (s *Scheduler) Capacity() int { return s.cfg.QueueSize }
 

@@ -16,6 +16,8 @@ import (
 type Config struct {
 	Addr         string
 	DataDir      string
+	Store        string // jobs and image records: sqlite:PATH or postgres://… (empty: SQLite in DataDir)
+	Blobs        string // image bytes: file:DIR or s3://BUCKET?… (empty: files in DataDir)
 	Target       string
 	Draft        string
 	ORTLib       string
@@ -32,6 +34,7 @@ type Config struct {
 	RetryAfter   time.Duration
 	Drain        time.Duration // at shutdown, how long running jobs may go on finishing
 	CrossBatch   bool          // merge concurrent requests into one batch (off: one request per batch, to measure)
+	Lease        time.Duration // with a shared store, how long a replica owns a job without renewing
 }
 
 // Bind registers the flags on fs; their defaults come from MARSPEC_* variables when set.
@@ -89,6 +92,11 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 		errs = append(errs, fmt.Errorf("$MARSPEC_BODY_LIMIT %q is not an integer", bodyEnv))
 	}
 	fs.Int64Var(&c.BodyLimit, "body-limit", body, "largest request body in bytes, 413 beyond ($MARSPEC_BODY_LIMIT)")
+	// a store URL may carry a password: -h shows the variables' names, never their values
+	c.Store, _ = lookup("MARSPEC_STORE")
+	fs.Var((*secret)(&c.Store), "store", "jobs and image records: sqlite:PATH or postgres://USER@HOST:PORT/DB (several replicas share one); default: SQLite in --data-dir ($MARSPEC_STORE)")
+	c.Blobs, _ = lookup("MARSPEC_BLOBS")
+	fs.Var((*secret)(&c.Blobs), "blobs", "image bytes: file:DIR or s3://BUCKET?endpoint=http://HOST:PORT&region=R (keys in the URL or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY); default: files in --data-dir ($MARSPEC_BLOBS)")
 	c.Token, _ = lookup("MARSPEC_TOKEN")
 	fs.Var((*secret)(&c.Token), "token", "if set, POST and DELETE need 'Authorization: Bearer TOKEN' ($MARSPEC_TOKEN)")
 	d(&c.ReadTimeout, "read-timeout", "READ_TIMEOUT", 10*time.Second, "time to read a request")
@@ -104,6 +112,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 	}
 	d(&c.Drain, "drain", "DRAIN", 10*time.Second, "at SIGINT/SIGTERM, time for running jobs to finish; the rest resume on the next start")
 	b(&c.CrossBatch, "cross-batch", "CROSS_BATCH", true, "merge concurrent requests into one running batch (false: one request per batch)")
+	d(&c.Lease, "lease", "LEASE", 10*time.Second, "with a PostgreSQL --store, how long a replica owns a job without renewing it (renewed every third); a killed replica's jobs move after it")
 	return errors.Join(errs...)
 }
 
@@ -125,10 +134,12 @@ func (c *Config) Check() error {
 		return errors.New("--max-wait and --drain must not be negative; --read-timeout, --write-timeout and --retry-after must be positive")
 	case c.MaxWait >= c.WriteTimeout:
 		return fmt.Errorf("--max-wait %s must be below --write-timeout %s (the answer must still be written)", c.MaxWait, c.WriteTimeout)
+	case c.Lease < 300*time.Millisecond || c.Lease > time.Hour:
+		return fmt.Errorf("--lease %s out of range (allowed: 300ms to 1h)", c.Lease)
 	case c.DataDir == "":
 		return errors.New("--data-dir must not be empty")
 	}
-	return nil
+	return checkStoreURLs(c)
 }
 
 // secret is a flag whose value -h never prints (its default may come from the environment).

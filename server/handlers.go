@@ -11,7 +11,6 @@ import (
 
 	"marspec/api"
 	"marspec/generation"
-	"marspec/scheduler"
 	"marspec/store"
 )
 
@@ -39,36 +38,21 @@ func (s *Server) create(c *gin.Context) {
 	job := store.Job{ID: id, Created: time.Now().UTC(), Status: api.StatusQueued, Request: req, Settings: plan.Settings()}
 	// Refuse before storing when the queue is full, then store before submitting so a job the
 	// scheduler may start is always on disk (a crash right after still finds it).
-	if s.stopping.Load() {
-		s.fail(c, scheduler.ErrClosed)
-		return
-	}
-	if s.sched.Depth() >= s.sched.Capacity() {
-		s.fail(c, scheduler.ErrQueueFull)
+	if err := s.roomForJob(); err != nil {
+		s.fail(c, err)
 		return
 	}
 	if err := s.store.CreateJob(job); err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.hub.track(id, plan, 0)
-	if err := s.sched.Submit(scheduler.Job{ID: id, Plan: plan}); err != nil {
-		s.hub.forget(id)
-		if derr := s.store.DeleteJob(id); derr != nil {
-			s.log.Error("store: dropping refused job", "id", id, "err", derr)
-		}
+	if err := s.enqueue(id, plan); err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.Header("Location", "/v1/generations/"+id)
 	if wait > 0 {
-		if j, ok := s.hub.get(id); ok {
-			select {
-			case <-j.done:
-			case <-time.After(wait):
-			case <-c.Request.Context().Done():
-			}
-		}
+		s.await(c.Request.Context(), id, wait)
 	}
 	g, err := s.view(id)
 	if err != nil {
@@ -162,7 +146,7 @@ func (s *Server) remove(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if already, live := s.hub.markCancel(id); live {
+	if already, live := s.hub.markCancel(id); live { // running here
 		if already {
 			s.fail(c, fmt.Errorf("job %s is already being cancelled: %w", id, errConflict))
 			return
@@ -176,6 +160,10 @@ func (s *Server) remove(c *gin.Context) {
 			c.JSON(http.StatusAccepted, g)
 			return
 		}
+	}
+	if s.rep != nil {
+		s.removeShared(c, id)
+		return
 	}
 	j, err := s.store.Job(id)
 	if err != nil {
@@ -191,4 +179,37 @@ func (s *Server) remove(c *gin.Context) {
 		return
 	}
 	c.Status(http.StatusNoContent)
+}
+
+// removeShared is DELETE for a job not running here, with a shared store: a job no replica
+// runs is cancelled at once, a running one's owner is told (and renewals tell it too, should
+// the notification be missed), a finished one is deleted.
+func (s *Server) removeShared(c *gin.Context, id string) {
+	out, err := s.rep.q.Cancel(id, cancelReason, time.Now())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	switch out {
+	case store.CancelAskedOnce:
+		s.fail(c, fmt.Errorf("job %s is already being cancelled: %w", id, errConflict))
+		return
+	case store.CancelFinished:
+		if err := s.store.DeleteJob(id); err != nil {
+			s.fail(c, err)
+			return
+		}
+		c.Status(http.StatusNoContent)
+		return
+	case store.CancelEnded:
+		s.rep.send(message{Kind: "done", Job: id})
+	case store.CancelAsked:
+		s.rep.send(message{Kind: "cancel", Job: id})
+	}
+	g, err := s.view(id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, g)
 }

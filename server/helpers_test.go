@@ -71,11 +71,17 @@ func start(t *testing.T, dir string, held bool, edit func(*Config)) *testServer 
 	if edit != nil {
 		edit(&cfg)
 	}
-	if err := cfg.Check(); err != nil {
-		t.Fatal(err)
-	}
 	st, err := store.Open(dir)
 	if err != nil {
+		t.Fatal(err)
+	}
+	return startWith(t, st, dir, held, cfg)
+}
+
+// startWith is start over a given store (a shared one: replicas).
+func startWith(t *testing.T, st *store.Store, dir string, held bool, cfg Config) *testServer {
+	t.Helper()
+	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
 	models, cat := generation.TestModels()
@@ -89,6 +95,7 @@ func start(t *testing.T, dir string, held bool, edit func(*Config)) *testServer 
 		s.afterImage = ts.gate.hook
 	}
 	ts.http = httptest.NewServer(s.Handler())
+	var err error
 	ts.client, err = api.NewClient(ts.http.URL, cfg.Token, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,9 @@ type hub struct {
 	s    *Server
 	mu   sync.Mutex
 	live map[string]*liveJob
+	// watched are the jobs event streams follow when the store is shared: fed by the
+	// replicas' notifications (this one's included), whichever replica runs the job.
+	watched map[string]*liveJob
 }
 
 type liveJob struct {
@@ -27,7 +30,9 @@ type liveJob struct {
 	cancel   bool // a DELETE asked to cancel it
 }
 
-func newHub(s *Server) *hub { return &hub{s: s, live: map[string]*liveJob{}} }
+func newHub(s *Server) *hub {
+	return &hub{s: s, live: map[string]*liveJob{}, watched: map[string]*liveJob{}}
+}
 
 // track registers a job before it is submitted (imagesDone: already stored, when resumed).
 func (h *hub) track(id string, plan generation.Plan, imagesDone int) {
@@ -57,11 +62,13 @@ func (h *hub) get(id string) (*liveJob, bool) {
 func (h *hub) progress(id string) (api.Progress, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	j, ok := h.live[id]
-	if !ok {
-		return api.Progress{}, false
+	if j, ok := h.live[id]; ok {
+		return j.progress, true
 	}
-	return j.progress, true
+	if w, ok := h.watched[id]; ok && w.progress.ImagesTotal > 0 {
+		return w.progress, true
+	}
+	return api.Progress{}, false
 }
 
 // markCancel records a cancellation request and reports whether one was already made.
@@ -77,8 +84,12 @@ func (h *hub) markCancel(id string) (already, ok bool) {
 }
 
 // subscribe returns a channel of the job's events and the job's done channel; nil when the
-// job is not live.
+// job is not live. With a shared store every job may be running somewhere: the stream
+// follows it through the watched jobs (the caller checks the stored state after subscribing).
 func (h *hub) subscribe(id string) (chan api.Event, chan struct{}, func()) {
+	if h.s.rep != nil {
+		return h.watch(id)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	j, ok := h.live[id]
@@ -114,10 +125,14 @@ func (h *hub) Started(id string, at time.Time) {
 
 func (h *hub) Progress(id string, p api.Progress) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if j, ok := h.live[id]; ok {
+	j, ok := h.live[id]
+	if ok {
 		j.progress = p
 		h.publish(j, api.Event{Type: "progress", Progress: &p})
+	}
+	h.mu.Unlock()
+	if ok && h.s.rep != nil {
+		h.s.rep.publish(id, api.Event{Type: "progress", Progress: &p})
 	}
 }
 
@@ -133,7 +148,7 @@ func (h *hub) Image(id string, img generation.Image) error {
 	}
 	rec := store.Image{ID: store.ImageID(id, img.Index), JobID: id, Index: img.Index, Class: img.Class,
 		ClassName: j.plan.ClassNames[img.Index], Seconds: img.Seconds, Stats: j.plan.WireStats(img)}
-	if err := h.s.store.AddImage(rec, png); err != nil {
+	if err := h.write(func() error { return h.s.store.AddImage(rec, png) }); err != nil {
 		return err
 	}
 	m := h.s.metrics
@@ -148,6 +163,9 @@ func (h *hub) Image(id string, img generation.Image) error {
 	h.mu.Lock()
 	h.publish(j, api.Event{Type: "image", Image: &wire})
 	h.mu.Unlock()
+	if h.s.rep != nil {
+		h.s.rep.publish(id, api.Event{Type: "image", Image: &wire})
+	}
 	return nil
 }
 
@@ -156,14 +174,18 @@ func (h *hub) Finished(id string, err error) {
 	status, reason := api.StatusSucceeded, ""
 	switch {
 	case errors.Is(err, scheduler.ErrCancelled):
-		status, reason = api.StatusCancelled, "cancelled by a DELETE request"
+		status, reason = api.StatusCancelled, cancelReason
 	case err != nil:
 		status, reason = api.StatusFailed, err.Error()
 		h.s.log.Error("job failed", "id", id, "err", err)
 	}
 	now := time.Now()
-	if serr := h.s.store.Finish(id, status, reason, now); serr != nil {
+	recorded, serr := h.finish(id, status, reason, now)
+	if serr != nil {
 		h.s.log.Error("store: job finished", "id", id, "err", serr)
+	}
+	if h.s.rep != nil {
+		defer h.s.rep.ended(id, recorded)
 	}
 	h.mu.Lock()
 	j, ok := h.live[id]
@@ -179,13 +201,32 @@ func (h *hub) Finished(id string, err error) {
 	close(j.done)
 }
 
+// write runs a store write; with a shared store it is retried through a short outage (replica.retry).
+func (h *hub) write(write func() error) error {
+	if h.s.rep != nil {
+		return h.s.rep.retry(write)
+	}
+	return write()
+}
+
+// finish stores a job's end: with a shared store only while this replica still owns it
+// (recorded is false when another replica took the job over).
+func (h *hub) finish(id, status, reason string, at time.Time) (recorded bool, err error) {
+	if h.s.rep != nil {
+		return h.s.rep.finish(id, status, reason, at)
+	}
+	return true, h.s.store.Finish(id, status, reason, at)
+}
+
 // closeAll ends every event stream (shutdown): streams see done closed while the job is still
 // queued or running and tell the client so.
 func (h *hub) closeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for id, j := range h.live {
-		close(j.done)
-		delete(h.live, id)
+	for _, m := range []map[string]*liveJob{h.live, h.watched} {
+		for id, j := range m {
+			close(j.done)
+			delete(m, id)
+		}
 	}
 }

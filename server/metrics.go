@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,19 @@ func newMetrics() *metrics {
 func (m *metrics) queueDepth(depth func() int) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "marspec_queue_depth",
 		Help: "Jobs accepted and not finished."}, func() float64 { return float64(depth()) }))
+}
+
+// queueWaiting is the shared queue's length (replicas): the signal to scale them on, the same
+// on every replica. NaN when the store does not answer.
+func (m *metrics) queueWaiting(waiting func() (int, error)) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "marspec_queue_waiting",
+		Help: "Jobs in the shared queue that no replica has claimed yet."}, func() float64 {
+		n, err := waiting()
+		if err != nil {
+			return math.NaN()
+		}
+		return float64(n)
+	}))
 }
 
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }

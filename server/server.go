@@ -26,6 +26,7 @@ type Server struct {
 	store    *store.Store
 	sched    *scheduler.Scheduler
 	hub      *hub
+	rep      *replica // set when the store is shared with other replicas (store.Queue)
 	metrics  *metrics
 	log      *slog.Logger
 	ui       fs.FS
@@ -58,6 +59,11 @@ func New(cfg Config, d Deps) *Server {
 		Isolate: !cfg.CrossBatch, OnStep: func(_ string, n int) { s.metrics.batch.Observe(float64(n)) }})
 	s.metrics.queueDepth(s.sched.Depth)
 	s.handler = s.routes()
+	if q, ok := d.Store.Meta.(store.Queue); ok {
+		s.rep = newReplica(s, q, cfg.Lease)
+		s.metrics.queueWaiting(q.Waiting)
+		s.rep.start()
+	}
 	return s
 }
 
@@ -72,8 +78,13 @@ func (s *Server) HTTPServer() *http.Server {
 }
 
 // Resume hands the jobs a previous run left queued or running back to the scheduler, keeping
-// their finished images; a job that cannot run again is marked failed with the reason.
+// their finished images; a job that cannot run again is marked failed with the reason. With a
+// shared store it does nothing: jobs left by a stopped replica are claimed from the queue
+// when its lease runs out, by whichever replica has room.
 func (s *Server) Resume() (resumed, failed int, err error) {
+	if s.rep != nil {
+		return 0, 0, nil
+	}
 	jobs, err := s.store.Unfinished()
 	if err != nil {
 		return 0, 0, err
@@ -93,13 +104,23 @@ func (s *Server) Resume() (resumed, failed int, err error) {
 	return resumed, failed, nil
 }
 
-func (s *Server) resume(j store.Job) error {
+func (s *Server) resume(j store.Job) error { return s.readmit(j, true) }
+
+// notRunnable is a job this server can never run: its request or its models' settings no
+// longer fit (a failure to read the store is not one: the job may run later).
+type notRunnable struct{ error }
+
+func (e notRunnable) Unwrap() error { return e.error }
+
+// readmit hands a stored job to the scheduler, keeping its finished images: a job resumed
+// after a restart (requeue: SQLite) or claimed from the shared queue.
+func (s *Server) readmit(j store.Job, requeue bool) error {
 	plan, err := generation.Validate(j.Request, s.cat)
 	if err != nil {
-		return err
+		return notRunnable{err}
 	}
 	if plan.Params() != j.Settings.Params {
-		return fmt.Errorf("the models or their settings changed (was %q, now %q)", j.Settings.Params, plan.Params())
+		return notRunnable{fmt.Errorf("the models or their settings changed (was %q, now %q)", j.Settings.Params, plan.Params())}
 	}
 	imgs, err := s.store.Images(j.ID)
 	if err != nil {
@@ -109,8 +130,10 @@ func (s *Server) resume(j store.Job) error {
 	for _, im := range imgs {
 		done[im.Index] = true
 	}
-	if err := s.store.Requeue(j.ID); err != nil {
-		return err
+	if requeue {
+		if err := s.store.Requeue(j.ID); err != nil {
+			return err
+		}
 	}
 	s.hub.track(j.ID, plan, len(imgs))
 	if err := s.sched.Readmit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
@@ -123,7 +146,8 @@ func (s *Server) resume(j store.Job) error {
 // Shutdown stops accepting work (new jobs get 503), gives running and queued jobs until
 // Config.Drain to finish, then stops the workers after their current step and closes event
 // streams. Jobs not finished by then stay queued or running in the store and resume on the
-// next start (their images are deterministic, so a resumed job makes the same ones).
+// next start (their images are deterministic, so a resumed job makes the same ones). With a
+// shared store they go back to the queue at once, for the other replicas.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopping.Store(true)
 	drain := time.NewTimer(s.cfg.Drain)
@@ -144,6 +168,10 @@ wait:
 		s.log.Info("shutdown: jobs left to resume on the next start", "jobs", n)
 	}
 	err := s.sched.Shutdown(ctx)
+	if s.rep != nil {
+		s.rep.giveBack()
+		s.rep.halt()
+	}
 	s.hub.closeAll()
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("workers still busy at the shutdown deadline: %w", err)

@@ -45,7 +45,7 @@ func (s *Server) events(c *gin.Context) {
 	if !send(api.Event{Type: "generation", Generation: &g}) {
 		return
 	}
-	if ch == nil { // not live: finished (or left by a shutdown)
+	if ch == nil || ended(g.Status) { // not live: finished (or left by a shutdown)
 		send(api.Event{Type: "done", Generation: &g})
 		return
 	}

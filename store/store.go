@@ -1,8 +1,8 @@
 // Package store keeps the service's jobs and images. It is two small interfaces: Meta (jobs,
 // image records and their statistics) and Blobs (PNG bytes by key), composed by Store. The
-// implementations here are an embedded SQLite database (modernc.org/sqlite: pure Go, no cgo)
-// and files under the data folder written atomically; a deployment with several servers would
-// implement Meta on PostgreSQL and Blobs on an object store (S3) and pass them to New.
+// embedded implementations are SQLite (modernc.org/sqlite: pure Go, no cgo) and files under
+// the data folder written atomically; for several replicas, Meta on PostgreSQL (which is also
+// their shared job queue, Queue) and Blobs on an S3-compatible object store.
 package store
 
 import (
@@ -58,7 +58,7 @@ type Meta interface {
 	List(f Filter, limit, offset int) ([]Job, int, error) // newest first, and how many match
 	Unfinished() ([]Job, error)                           // queued or running, oldest first
 	DeleteJob(id string) error                            // the job and its image records
-	PutImage(img Image) error                             // insert or replace
+	PutImage(img Image) error                             // idempotent: one record per id (SQLite replaces, PostgreSQL keeps the first; the bytes are the same)
 	Images(job string) ([]Image, error)                   // index order
 	Image(id string) (Image, error)
 	Ping() error

@@ -106,6 +106,8 @@ func TestWriteAtomicLeavesNoTemp(t *testing.T) {
 var (
 	_ Meta  = (*SQLite)(nil)
 	_ Blobs = (*Files)(nil)
+	_ Meta  = (*Postgres)(nil)
+	_ Blobs = (*S3)(nil)
 )
 
 func TestFilesRefuseKeysOutsideRoot(t *testing.T) {

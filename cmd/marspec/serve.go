@@ -76,7 +76,7 @@ func openServer(cfg server.Config, models generation.Models, log *slog.Logger) (
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the model packs: %w", err)
 	}
-	st, err := store.Open(cfg.DataDir)
+	st, err := server.OpenStore(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

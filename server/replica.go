@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"marspec/api"
+	"marspec/store"
+)
+
+// replica is what a server runs when its store is shared with other replicas (store.Queue,
+// PostgreSQL): it claims jobs from the shared queue while its scheduler has room, renews the
+// lease on the jobs it owns, and carries events and cancellations between replicas over the
+// store's notifications. Without it (SQLite) the server keeps the jobs it accepts.
+type replica struct {
+	s     *Server
+	q     store.Queue
+	id    string
+	lease time.Duration
+	wake  chan struct{}
+	out   chan message // to other replicas, in order, sent by one goroutine
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+
+	mu       sync.Mutex
+	lastSent map[string]time.Time // per job, when its last progress message went out
+}
+
+// Intervals of the shared queue. A killed replica's jobs are claimed by another within
+// lease + pollEvery; a running job's events reach other replicas by notification (well under
+// a millisecond on loopback) with at most one progress message per job per progressEvery.
+const (
+	pollEvery     = time.Second // claim check and watched-job check when no notification comes
+	progressEvery = 100 * time.Millisecond
+)
+
+func newReplica(s *Server, q store.Queue, lease time.Duration) *replica {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	ctx, stop := context.WithCancel(context.Background())
+	return &replica{s: s, q: q, id: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b)), lease: lease,
+		wake: make(chan struct{}, 1), out: make(chan message, 4096), ctx: ctx, stop: stop, lastSent: map[string]time.Time{}}
+}
+
+// start runs the claim, renewal, listening and sending goroutines until halt.
+func (r *replica) start() {
+	r.wg.Add(4)
+	go func() { defer r.wg.Done(); r.claimLoop() }()
+	go func() { defer r.wg.Done(); r.renewLoop() }()
+	go func() { defer r.wg.Done(); r.q.Listen(r.ctx, r.receive, r.listening) }()
+	go func() { defer r.wg.Done(); r.sendLoop() }()
+	r.poke()
+}
+
+// giveBack returns the jobs this replica still holds to the queue and wakes the others to
+// claim them now rather than after the lease (a clean shutdown).
+func (r *replica) giveBack() {
+	ids := r.s.hub.liveIDs()
+	if len(ids) == 0 {
+		return
+	}
+	if err := r.q.Release(r.id, ids); err != nil {
+		r.s.log.Error("shutdown: giving jobs back to the shared queue", "err", err)
+		return
+	}
+	b, _ := json.Marshal(message{Kind: "queued"})
+	if err := r.q.Notify(string(b)); err != nil {
+		r.s.log.Warn("shutdown: telling the other replicas", "err", err)
+	}
+	r.s.log.Info("shutdown: jobs given back to the shared queue", "jobs", len(ids))
+}
+
+// halt stops the goroutines without giving jobs back (a shutdown releases them first).
+func (r *replica) halt() {
+	r.stop()
+	r.wg.Wait()
+}
+
+func (r *replica) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *replica) claimLoop() {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.wake:
+		case <-tick.C:
+			r.s.hub.checkWatched()
+		}
+		r.claim()
+	}
+}
+
+// claim takes jobs while the scheduler has fewer images to make than one batch holds, so an
+// idle replica takes work a busy one would only queue.
+func (r *replica) claim() {
+	s := r.s
+	for !s.stopping.Load() && r.ctx.Err() == nil && s.sched.Backlog() < s.cfg.MaxBatch {
+		j, ok, err := r.q.Claim(r.id, r.lease, cancelReason)
+		if err != nil {
+			s.log.Error("shared queue: claim", "err", err)
+			return
+		}
+		if !ok {
+			return
+		}
+		if s.sched.Has(j.ID) {
+			continue // still running here after this replica's own lease ran out: the claim renewed it
+		}
+		err = s.readmit(j, false)
+		var never notRunnable
+		switch {
+		case err == nil:
+		case errors.As(err, &never):
+			reason := "not run: " + err.Error()
+			s.log.Warn("claimed job not runnable", "id", j.ID, "reason", reason)
+			if _, ferr := r.q.FinishOwned(r.id, j.ID, api.StatusFailed, reason, time.Now()); ferr != nil {
+				s.log.Error("store: failing claimed job", "id", j.ID, "err", ferr)
+			}
+			r.send(message{Kind: "done", Job: j.ID})
+		default: // the store or the scheduler, for now: give it back for a later claim
+			s.log.Warn("claimed job given back", "id", j.ID, "err", err)
+			if rerr := r.q.Release(r.id, []string{j.ID}); rerr != nil {
+				s.log.Error("store: giving back a claimed job", "id", j.ID, "err", rerr)
+			}
+			return
+		}
+	}
+}
+
+// renewLoop renews the lease on the jobs this replica runs three times per lease, and stops
+// those it lost or whose cancellation was asked (a missed notification).
+func (r *replica) renewLoop() {
+	tick := time.NewTicker(r.lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		lost, cancel, err := r.q.Renew(r.id, r.s.hub.liveIDs(), r.lease)
+		if err != nil {
+			r.s.log.Error("shared queue: renewing leases", "err", err)
+			continue
+		}
+		for _, id := range lost {
+			r.s.log.Warn("lease lost: the job is another replica's now", "id", id)
+			r.s.sched.Cancel(id) // its end is not recorded here: FinishOwned refuses
+		}
+		for _, id := range cancel {
+			r.cancelLocal(id)
+		}
+	}
+}
+
+func (r *replica) cancelLocal(id string) {
+	if _, live := r.s.hub.markCancel(id); live {
+		r.s.sched.Cancel(id)
+	}
+}
+
+// retry runs a store write until it succeeds, for at most half the lease (the database or the
+// object store restarting): past the lease the job may be another replica's, and the write
+// fails the job with its reason (an image) or leaves the job to be claimed again (an end).
+func (r *replica) retry(write func() error) error {
+	deadline := time.Now().Add(r.lease / 2)
+	wait := 50 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || time.Now().Add(wait).After(deadline) || r.ctx.Err() != nil {
+			return err
+		}
+		r.s.log.Warn("store write failed; retrying", "err", err, "in", wait)
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// finish records a job's end if this replica still owns it.
+func (r *replica) finish(id, status, reason string, at time.Time) (bool, error) {
+	var ok bool
+	err := r.retry(func() (err error) {
+		ok, err = r.q.FinishOwned(r.id, id, status, reason, at)
+		return err
+	})
+	if err == nil && !ok {
+		r.s.log.Warn("job ended here after its lease was lost; its end is the new owner's to record", "id", id)
+	}
+	return ok, err
+}

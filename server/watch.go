@@ -1,0 +1,84 @@
+package server
+
+import (
+	"errors"
+	"maps"
+	"slices"
+
+	"marspec/api"
+	"marspec/store"
+)
+
+// Following jobs that may run on another replica (shared store): event streams and ?wait=
+// subscribe to a watched job, fed by notifications, and a watched job ends on its "done"
+// notification or, if that was missed, when the claim loop's poll finds it ended in the store.
+
+// watch subscribes to a job wherever it runs; the entry goes when its last subscriber does.
+func (h *hub) watch(id string) (chan api.Event, chan struct{}, func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w, ok := h.watched[id]
+	if !ok {
+		w = &liveJob{subs: map[chan api.Event]struct{}{}, done: make(chan struct{})}
+		h.watched[id] = w
+	}
+	ch := make(chan api.Event, 64)
+	w.subs[ch] = struct{}{}
+	return ch, w.done, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(w.subs, ch)
+		if len(w.subs) == 0 && h.watched[id] == w {
+			delete(h.watched, id)
+		}
+	}
+}
+
+func (h *hub) watching(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.watched[id] != nil
+}
+
+// remote passes an event of a job (running here or elsewhere) to its watchers.
+func (h *hub) remote(id string, ev api.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w, ok := h.watched[id]; ok {
+		if ev.Progress != nil {
+			w.progress = *ev.Progress
+		}
+		h.publish(w, ev)
+	}
+}
+
+// remoteDone ends a watched job's streams.
+func (h *hub) remoteDone(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w, ok := h.watched[id]; ok {
+		close(w.done)
+		delete(h.watched, id)
+	}
+}
+
+// checkWatched ends the watched jobs the store says have ended or are gone (a missed
+// notification); a store that does not answer ends nothing (it may be restarting).
+func (h *hub) checkWatched() {
+	h.mu.Lock()
+	ids := slices.Collect(maps.Keys(h.watched))
+	h.mu.Unlock()
+	for _, id := range ids {
+		j, err := h.s.store.Job(id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && ended(j.Status)) {
+			h.remoteDone(id)
+		}
+	}
+}
+
+// liveIDs are the jobs this replica runs.
+func (h *hub) liveIDs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Collect(maps.Keys(h.live))
+}

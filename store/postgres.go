@@ -1,0 +1,286 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"marspec/api"
+)
+
+// Postgres is a Meta that several replicas share, and their Queue (queue.go).
+type Postgres struct{ pool *pgxpool.Pool }
+
+// opTimeout bounds one statement: Meta has no context, and an unreachable database must fail
+// the call (and so the job or the request, with the reason) rather than hang it.
+const opTimeout = 10 * time.Second
+
+// OpenPostgres connects to the database dsn (postgres://…), checks it answers and brings its
+// schema up to date.
+func OpenPostgres(dsn string) (*Postgres, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = 8
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	return &Postgres{pool: pool}, nil
+}
+
+func opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), opTimeout)
+}
+
+// Close closes the connections.
+func (p *Postgres) Close() error { p.pool.Close(); return nil }
+
+// Ping checks the database answers (readiness).
+func (p *Postgres) Ping() error {
+	ctx, cancel := opCtx()
+	defer cancel()
+	return p.pool.Ping(ctx)
+}
+
+func (p *Postgres) exec(sql string, args ...any) (int64, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	tag, err := p.pool.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+// CreateJob stores a new job.
+func (p *Postgres) CreateJob(j Job) error {
+	req, err := json.Marshal(j.Request)
+	if err != nil {
+		return err
+	}
+	set, err := json.Marshal(j.Settings)
+	if err != nil {
+		return err
+	}
+	classes := j.Settings.Classes
+	if classes == nil {
+		classes = []int{}
+	}
+	_, err = p.exec(`INSERT INTO jobs (id, created, status, error, started, finished, mode, classes, request, settings)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, j.ID, j.Created.UnixNano(), j.Status, j.Error, nanos(j.Started),
+		nanos(j.Finished), j.Settings.Mode, classes, string(req), string(set))
+	return err
+}
+
+// SetRunning marks a job running from at, keeping the first start.
+func (p *Postgres) SetRunning(id string, at time.Time) error {
+	_, err := p.exec(`UPDATE jobs SET status = $1, started = COALESCE(started, $2) WHERE id = $3 AND status IN ($4, $1)`,
+		api.StatusRunning, at.UnixNano(), id, api.StatusQueued)
+	return err
+}
+
+// Finish records a job's final status and reason (whoever owns it; see FinishOwned).
+func (p *Postgres) Finish(id, status, reason string, at time.Time) error {
+	_, err := p.exec(`UPDATE jobs SET status = $1, error = $2, finished = $3, owner = NULL, lease_until = NULL WHERE id = $4`,
+		status, reason, at.UnixNano(), id)
+	return err
+}
+
+// Requeue puts a job back to queued, with no owner.
+func (p *Postgres) Requeue(id string) error {
+	_, err := p.exec(`UPDATE jobs SET status = $1, owner = NULL, lease_until = NULL WHERE id = $2`, api.StatusQueued, id)
+	return err
+}
+
+const pgJobCols = `id, created, status, error, started, finished, request::text, settings::text`
+
+// scanPgJob decodes a job; extra receives columns selected after the job's.
+func scanPgJob(row pgx.Row, extra ...any) (Job, error) {
+	var j Job
+	var created int64
+	var started, finished *int64
+	var req, set string
+	if err := row.Scan(append([]any{&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set}, extra...)...); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return j, ErrNotFound
+		}
+		return j, err
+	}
+	j.Created = time.Unix(0, created).UTC()
+	j.Started, j.Finished = fromNanos(started), fromNanos(finished)
+	if err := json.Unmarshal([]byte(req), &j.Request); err != nil {
+		return j, fmt.Errorf("job %s: stored request: %w", j.ID, err)
+	}
+	if err := json.Unmarshal([]byte(set), &j.Settings); err != nil {
+		return j, fmt.Errorf("job %s: stored settings: %w", j.ID, err)
+	}
+	return j, nil
+}
+
+func fromNanos(n *int64) *time.Time {
+	if n == nil {
+		return nil
+	}
+	t := time.Unix(0, *n).UTC()
+	return &t
+}
+
+// Job returns one job.
+func (p *Postgres) Job(id string) (Job, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	return scanPgJob(p.pool.QueryRow(ctx, `SELECT `+pgJobCols+` FROM jobs WHERE id = $1`, id))
+}
+
+// List returns a page of jobs, newest first, and how many match: one query, the count riding
+// along as a window (a page past the end has no rows to carry it, and counts again).
+func (p *Postgres) List(f Filter, limit, offset int) ([]Job, int, error) {
+	cond, args := `TRUE`, []any{}
+	if f.Class != nil {
+		args = append(args, *f.Class)
+		cond += fmt.Sprintf(` AND $%d = ANY(classes)`, len(args))
+	}
+	if f.Mode != "" {
+		args = append(args, f.Mode)
+		cond += fmt.Sprintf(` AND mode = $%d`, len(args))
+	}
+	if f.Status != "" {
+		args = append(args, f.Status)
+		cond += fmt.Sprintf(` AND status = $%d`, len(args))
+	}
+	ctx, cancel := opCtx()
+	defer cancel()
+	q := fmt.Sprintf(`SELECT `+pgJobCols+`, count(*) OVER () FROM jobs WHERE %s ORDER BY created DESC, id COLLATE "C" LIMIT $%d OFFSET $%d`,
+		cond, len(args)+1, len(args)+2)
+	rows, err := p.pool.Query(ctx, q, append(args, limit, offset)...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []Job
+	total := 0
+	for rows.Next() {
+		j, err := scanPgJob(rows, &total)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if len(out) == 0 && offset > 0 {
+		err = p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE `+cond, args...).Scan(&total)
+	}
+	return out, total, err
+}
+
+// Unfinished returns the jobs queued or running, oldest first.
+func (p *Postgres) Unfinished() ([]Job, error) {
+	return p.jobs(`SELECT `+pgJobCols+` FROM jobs WHERE status IN ($1, $2) ORDER BY created, id COLLATE "C"`,
+		api.StatusQueued, api.StatusRunning)
+}
+
+func (p *Postgres) jobs(sql string, args ...any) ([]Job, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	rows, err := p.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanPgJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// DeleteJob removes a job and (by the foreign key) its image records.
+func (p *Postgres) DeleteJob(id string) error {
+	n, err := p.exec(`DELETE FROM jobs WHERE id = $1`, id)
+	if err == nil && n == 0 {
+		return ErrNotFound
+	}
+	return err
+}
+
+// PutImage records an image once: a second put of the same id (a job resumed elsewhere made
+// it again, with the same bytes) keeps the first record.
+func (p *Postgres) PutImage(img Image) error {
+	var stats any
+	if img.Stats != nil {
+		b, err := json.Marshal(img.Stats)
+		if err != nil {
+			return err
+		}
+		stats = string(b)
+	}
+	_, err := p.exec(`INSERT INTO images (id, job_id, idx, class, class_name, seconds, stats) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT DO NOTHING`, img.ID, img.JobID, img.Index, img.Class, img.ClassName, img.Seconds, stats)
+	return err
+}
+
+const pgImageCols = `id, job_id, idx, class, class_name, seconds, stats::text`
+
+func scanPgImage(row pgx.Row) (Image, error) {
+	var im Image
+	var stats *string
+	if err := row.Scan(&im.ID, &im.JobID, &im.Index, &im.Class, &im.ClassName, &im.Seconds, &stats); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return im, ErrNotFound
+		}
+		return im, err
+	}
+	if stats != nil {
+		if err := json.Unmarshal([]byte(*stats), &im.Stats); err != nil {
+			return im, fmt.Errorf("image %s: stored statistics: %w", im.ID, err)
+		}
+	}
+	return im, nil
+}
+
+// Images returns a job's image records in index order.
+func (p *Postgres) Images(job string) ([]Image, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	rows, err := p.pool.Query(ctx, `SELECT `+pgImageCols+` FROM images WHERE job_id = $1 ORDER BY idx`, job)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Image
+	for rows.Next() {
+		im, err := scanPgImage(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, im)
+	}
+	return out, rows.Err()
+}
+
+// Image returns one image record.
+func (p *Postgres) Image(id string) (Image, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	return scanPgImage(p.pool.QueryRow(ctx, `SELECT `+pgImageCols+` FROM images WHERE id = $1`, id))
+}

@@ -1,0 +1,51 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Queue is what a Meta adds when several replicas share it (PostgreSQL): jobs are not kept
+// by the replica that accepted them but claimed from the database by a replica with room,
+// which owns the job for a lease it renews while it works. A replica that stops renewing (it
+// was killed) loses its jobs when the lease runs out, and another claims them; images are
+// deterministic in (seed, index, options), so the job ends with the same bytes. Every write
+// an owner makes about a job's state holds only while it still owns the job. Times of leases
+// are the database's clock (now()), so replicas' clocks need not agree.
+//
+// SQLite does not implement Queue: one process owns the file, and resumes at start.
+type Queue interface {
+	// Claim takes the oldest job that is queued, or whose owner's lease ran out, and makes
+	// owner its owner for lease; ok is false when there is none. A job whose cancellation
+	// was asked while it had no live owner is ended as cancelled (reason) instead.
+	Claim(owner string, lease time.Duration, reason string) (j Job, ok bool, err error)
+	// Renew extends owner's lease on ids. lost are the ids it no longer owns (ended, or
+	// claimed by another after the lease ran out); cancel those whose cancellation was asked.
+	Renew(owner string, ids []string, lease time.Duration) (lost, cancel []string, err error)
+	// Release gives owner's unfinished jobs among ids back to the queue (a clean shutdown).
+	Release(owner string, ids []string) error
+	// FinishOwned is Finish while owner still owns the job; false (and no write) otherwise.
+	FinishOwned(owner, id, status, reason string, at time.Time) (bool, error)
+	// Cancel asks for a job's cancellation: an unowned job (queued, or its owner's lease ran
+	// out) is ended at once with reason; an owned one is marked for its owner.
+	Cancel(id, reason string, at time.Time) (CancelOutcome, error)
+	// Waiting is the number of queued jobs no replica has claimed.
+	Waiting() (int, error)
+	// Notify sends msg to every replica's Listen, on commit (at most about 7,900 bytes).
+	Notify(msg string) error
+	// Listen calls on with every message Notify sends, from one goroutine, until ctx ends;
+	// it reconnects after a lost connection (messages sent meanwhile are missed: callers
+	// also poll). state is told of each connection (nil) and each loss (the error).
+	Listen(ctx context.Context, on func(msg string), state func(err error))
+}
+
+// CancelOutcome says what Queue.Cancel did.
+type CancelOutcome int
+
+// Outcomes of Queue.Cancel.
+const (
+	CancelEnded     CancelOutcome = iota // the job had no live owner and is now cancelled
+	CancelAsked                          // its owner was asked (it ends the job)
+	CancelAskedOnce                      // a cancellation was asked before
+	CancelFinished                       // the job had ended already
+)
