@@ -63,7 +63,7 @@ type loadResult struct {
 func runLoadtest(args []string) error {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	var f loadFlags
-	fs.StringVar(&f.server, "server", "", "a running server to load (loopback only); default: start one in this process on the embedded models")
+	fs.StringVar(&f.server, "server", "", "a running server to load, or replicas of one service comma-separated (requests go round-robin; loopback only); default: start one in this process on the embedded models")
 	fs.StringVar(&f.token, "token", os.Getenv("MARSPEC_TOKEN"), "API token of --server ($MARSPEC_TOKEN)")
 	fs.IntVar(&f.clients, "clients", 8, "concurrent clients, each with one request in flight (1 to 256)")
 	fs.IntVar(&f.reqs, "requests", 40, "requests per pass (1 to 10000)")
@@ -160,10 +160,20 @@ func (f *loadFlags) check(images string) error {
 	if err := generation.CheckNumbers(f.request().GenerateRequest); err != nil {
 		return err
 	}
-	if f.server != "" {
-		return loopbackOnly(f.server)
+	for _, s := range f.servers() {
+		if err := loopbackOnly(s); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// servers are the --server addresses (replicas of one service share its store and queue).
+func (f *loadFlags) servers() []string {
+	if f.server == "" {
+		return nil
+	}
+	return strings.Split(f.server, ",")
 }
 
 // request is the settings every request of the mix carries (only what the flags set, so the
@@ -214,8 +224,8 @@ func loopbackOnly(raw string) error {
 // cross-request batching on or off.
 func (f *loadFlags) pass(batching string, models *generation.Models) (loadResult, error) {
 	res := loadResult{Batching: batching}
-	base, token := f.server, f.token
-	if base == "" {
+	bases, token := f.servers(), f.token
+	if len(bases) == 0 {
 		cfg := server.DefaultConfig()
 		cfg.Addr, cfg.MaxBatch, cfg.QueueSize, cfg.CrossBatch = "127.0.0.1:0", f.maxBatch, f.queue, batching == "on"
 		cfg.Target, cfg.Draft, cfg.Drain = f.target, "", 0
@@ -245,14 +255,45 @@ func (f *loadFlags) pass(batching string, models *generation.Models) (loadResult
 		done := make(chan error, 1)
 		go func() { done <- serveUntilDone(ctx, srv, ln, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 		defer func() { stop(); <-done }()
-		base, token = "http://"+ln.Addr().String(), ""
+		bases, token = []string{"http://" + ln.Addr().String()}, ""
 	}
-	c, err := api.NewClient(base, token, nil)
-	if err != nil {
-		return res, err
+	var cs replicas
+	for _, base := range bases {
+		c, err := api.NewClient(base, token, nil)
+		if err != nil {
+			return res, err
+		}
+		cs = append(cs, c)
 	}
-	res, err = f.drive(c, res)
-	return res, explainUnreachable(base, err)
+	res, err := f.drive(cs, res)
+	return res, explainUnreachable(strings.Join(bases, ","), err)
+}
+
+// replicas are the clients of the servers under load: request i goes to replica i mod n, and
+// a counter of the service is the sum of the replicas' own.
+type replicas []*api.Client
+
+func (cs replicas) pick(i int) *api.Client { return cs[i%len(cs)] }
+
+// metrics scrapes every replica's /metrics.
+func (cs replicas) metrics(ctx context.Context) ([]string, error) {
+	texts := make([]string, len(cs))
+	for i, c := range cs {
+		var err error
+		if texts[i], err = c.Metrics(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return texts, nil
+}
+
+// metricSum is a series summed over the replicas' scrapes.
+func metricSum(texts []string, series string) float64 {
+	sum := 0.0
+	for _, t := range texts {
+		sum += metricSample(t, series)
+	}
+	return sum
 }
 
 // loadRequest is one request of the mix and what became of it.
@@ -265,9 +306,9 @@ type loadRequest struct {
 
 // drive warms the server up, runs the mix with the clients and checks every job completed
 // exactly once.
-func (f *loadFlags) drive(c *api.Client, res loadResult) (loadResult, error) {
+func (f *loadFlags) drive(cs replicas, res loadResult) (loadResult, error) {
 	ctx := context.Background()
-	models, err := c.Models(ctx)
+	models, err := cs[0].Models(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -284,14 +325,14 @@ func (f *loadFlags) drive(c *api.Client, res loadResult) (loadResult, error) {
 	// Warm-up, untimed: the first clients' requests at once, so the runtime has met the
 	// batch shapes of the pass before it is timed.
 	for i := range min(f.clients, len(mix)) {
-		if _, err := c.Generate(ctx, mix[i].req, 0); err != nil {
+		if _, err := cs.pick(i).Generate(ctx, mix[i].req, 0); err != nil {
 			return res, fmt.Errorf("warm-up request: %w", err)
 		}
 	}
-	if err := waitIdle(ctx, c); err != nil {
+	if err := waitIdle(ctx, cs); err != nil {
 		return res, err
 	}
-	before, err := c.Metrics(ctx)
+	before, err := cs.metrics(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -308,13 +349,13 @@ func (f *loadFlags) drive(c *api.Client, res loadResult) (loadResult, error) {
 				if i >= len(mix) || time.Now().After(deadline) {
 					return
 				}
-				mix[i].id, mix[i].latency, mix[i].err = runOne(c, mix[i].req, &rejected)
+				mix[i].id, mix[i].latency, mix[i].err = runOne(cs.pick(i), mix[i].req, &rejected)
 			}
 		}()
 	}
 	wg.Wait()
 	res.Seconds = time.Since(start).Seconds()
-	after, err := c.Metrics(ctx)
+	after, err := cs.metrics(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -331,7 +372,7 @@ func (f *loadFlags) drive(c *api.Client, res loadResult) (loadResult, error) {
 		res.Images += r.req.N
 		latencies = append(latencies, r.latency.Seconds())
 	}
-	if err := checkExactlyOnce(ctx, c, mix, before, after); err != nil {
+	if err := checkExactlyOnce(ctx, cs, mix, before, after); err != nil {
 		return res, err
 	}
 	slices.Sort(latencies)
@@ -339,10 +380,10 @@ func (f *loadFlags) drive(c *api.Client, res loadResult) (loadResult, error) {
 	res.ImagesPerSec = float64(res.Images) / res.Seconds
 	res.RequestsPerSec = float64(res.Requests) / res.Seconds
 	res.Rejected = int(rejected.Load())
-	steps := metricSample(after, "marspec_batch_images_count") - metricSample(before, "marspec_batch_images_count")
+	steps := metricSum(after, "marspec_batch_images_count") - metricSum(before, "marspec_batch_images_count")
 	res.EngineSteps = int(steps)
 	if steps > 0 {
-		res.MeanBatch = (metricSample(after, "marspec_batch_images_sum") - metricSample(before, "marspec_batch_images_sum")) / steps
+		res.MeanBatch = (metricSum(after, "marspec_batch_images_sum") - metricSum(before, "marspec_batch_images_sum")) / steps
 	}
 	return res, nil
 }
@@ -373,14 +414,15 @@ func runOne(c *api.Client, req api.GenerateRequest, rejected *atomic.Int64) (str
 	}
 }
 
-// waitIdle waits for the server's queue to empty (after the warm-up).
-func waitIdle(ctx context.Context, c *api.Client) error {
+// waitIdle waits for the servers' queues to empty (after the warm-up): each replica's own,
+// and the shared queue of a PostgreSQL store.
+func waitIdle(ctx context.Context, cs replicas) error {
 	for range 6000 {
-		text, err := c.Metrics(ctx)
+		texts, err := cs.metrics(ctx)
 		if err != nil {
 			return err
 		}
-		if metricSample(text, "marspec_queue_depth") == 0 {
+		if metricSum(texts, "marspec_queue_depth") == 0 && metricSum(texts, "marspec_queue_waiting") == 0 {
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -389,11 +431,12 @@ func waitIdle(ctx context.Context, c *api.Client) error {
 }
 
 // checkExactlyOnce: every request got its own job, which succeeded once with each of its
-// images once, as the stored state says too; the server counted exactly that many jobs.
-func checkExactlyOnce(ctx context.Context, c *api.Client, mix []loadRequest, before, after string) error {
+// images once, as the stored state says too; the servers together counted exactly that many
+// jobs (a replica counts the jobs it finished, whoever accepted them).
+func checkExactlyOnce(ctx context.Context, cs replicas, mix []loadRequest, before, after []string) error {
 	seenJobs, seenImages := map[string]bool{}, map[string]bool{}
 	done := 0
-	for _, r := range mix {
+	for i, r := range mix {
 		if r.id == "" {
 			continue
 		}
@@ -402,7 +445,7 @@ func checkExactlyOnce(ctx context.Context, c *api.Client, mix []loadRequest, bef
 			return fmt.Errorf("job %s was given to two requests", r.id)
 		}
 		seenJobs[r.id] = true
-		g, err := c.Generation(ctx, r.id)
+		g, err := cs.pick(i).Generation(ctx, r.id) // asked where it was posted
 		if err != nil {
 			return err
 		}
@@ -417,8 +460,8 @@ func checkExactlyOnce(ctx context.Context, c *api.Client, mix []loadRequest, bef
 		}
 	}
 	const ok = `marspec_jobs_total{status="succeeded"}`
-	if got := metricSample(after, ok) - metricSample(before, ok); int(got) != done {
-		return fmt.Errorf("the server counted %v finished jobs, the clients %d", got, done)
+	if got := metricSum(after, ok) - metricSum(before, ok); int(got) != done {
+		return fmt.Errorf("the servers counted %v finished jobs, the clients %d", got, done)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ func TestLoadDriverCountsEveryJobOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := loadFlags{clients: 3, reqs: 7, duration: time.Minute, minImg: 1, maxImg: 3, numIter: ptr(3), mode: "target", seed: 5}
-	res, err := f.drive(c, loadResult{Batching: "on"})
+	res, err := f.drive(replicas{c}, loadResult{Batching: "on"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +31,38 @@ func TestLoadDriverCountsEveryJobOnce(t *testing.T) {
 	list, err := c.List(t.Context(), api.ListOptions{Limit: 100})
 	if err != nil || list.Total != 7+3 { // the mix and the warm-up burst of one request per client
 		t.Fatalf("jobs on the server: %d, %v", list.Total, err)
+	}
+}
+
+// With several --server addresses, requests go round-robin and the service's counters are
+// the sum of the servers' own: two servers each finish their share, none is counted twice.
+func TestLoadDriverSpreadsOverServers(t *testing.T) {
+	var cs replicas
+	for range 2 {
+		c, err := api.NewClient(remoteTestServer(t, ""), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	f := loadFlags{clients: 2, reqs: 6, duration: time.Minute, minImg: 1, maxImg: 2, numIter: ptr(3), mode: "target", seed: 9}
+	res, err := f.drive(cs, loadResult{Batching: "on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 6 {
+		t.Fatalf("%+v", res)
+	}
+	for i, c := range cs {
+		list, err := c.List(t.Context(), api.ListOptions{Limit: 100})
+		// each server: its half of the mix and one warm-up request
+		if err != nil || list.Total != 3+1 {
+			t.Fatalf("server %d holds %d jobs (%v), want its round-robin share 3 + 1 warm-up", i, list.Total, err)
+		}
+	}
+	f.server = "http://127.0.0.1:1,http://10.0.0.1:2"
+	if err := loopbackOnly(f.servers()[1]); err == nil {
+		t.Fatal("a second, remote server passed")
 	}
 }
 
