@@ -62,7 +62,7 @@ func runEval(args []string) error {
 	fs.IntVar(&s.Steps, "steps", 0, "diffusion sampling steps (0 = the pack's)")
 	fs.StringVar(&s.Target, "target", "target", "target pack")
 	fs.StringVar(&s.Draft, "draft", "draft", "draft pack")
-	configs := fs.String("configs", defaultEvalConfigs, "configurations, comma-separated: target[:key=value...] and draft[:...] with keys "+configKeysTarget+"; spec[:...] with keys "+configKeysSpec)
+	configs := fs.String("configs", defaultEvalConfigs, "configurations, comma-separated: target[:key=value...] and draft[:...] with keys "+generation.RunConfigKeysTarget+"; spec[:...] with keys "+generation.RunConfigKeysSpec)
 	shard := fs.String("shard", "0/1", "i/n: generate only chunks c with c mod n == i")
 	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
 	schedule := fs.String("schedule", "auto", "prefix rounds: batched, lazy or auto (lazy on cpu); the images are the same, only the cost differs, so it is not part of the run's settings")
@@ -173,7 +173,7 @@ func openGenerators(rt *runtimeFlags, s evalSettings, evaluator, schedule string
 	}
 	gens := make([]chunkGenerator, len(s.Configs))
 	for i, c := range s.Configs {
-		if gens[i], err = newChunkGenerator(c, s, target, draft, specFlags{schedule: schedule, provider: rt.provider}); err != nil {
+		if gens[i], err = newChunkGenerator(c, s, target, draft, schedule, rt.provider); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -295,25 +295,19 @@ type chunkGenerator struct {
 	settings   evalSettings
 }
 
-// base carries the settings outside the configuration string (schedule and provider).
-// The configuration is checked as a request is (generation.ValidateRequest), and its plan's
-// settings are what the chunks run with.
-func newChunkGenerator(text string, s evalSettings, target, draft *mar.Model, base specFlags) (chunkGenerator, error) {
-	rc, err := parseRunConfig(text, s, target, base)
+// newChunkGenerator reads one configuration over the run's shared settings, checked as a
+// request is (generation.ParseRunConfig); schedule and provider come from the command.
+func newChunkGenerator(text string, s evalSettings, target, draft *mar.Model, schedule, provider string) (chunkGenerator, error) {
+	base := generation.Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"},
+		Seed: &s.Seed, CFG: &s.CFG, Temperature: &s.Temperature, Steps: &s.Steps, Schedule: schedule}}
+	cat := generation.Catalog{TargetPack: "target", DraftPack: "draft", Target: target.Manifest, Draft: draft.Manifest, Provider: provider}
+	rc, err := generation.ParseRunConfig(text, base, cat)
 	if err != nil {
 		return chunkGenerator{}, err
 	}
-	req, err := rc.request()
-	if err != nil {
-		return chunkGenerator{}, fmt.Errorf("configuration %q: %w", text, err)
-	}
-	cat := generation.Catalog{TargetPack: "target", DraftPack: "draft", Target: target.Manifest, Draft: draft.Manifest, Provider: base.provider}
-	plan, err := generation.ValidateRequest(req, cat)
-	if err != nil {
-		return chunkGenerator{}, fmt.Errorf("configuration %q: %w", text, err)
-	}
-	g := chunkGenerator{name: rc.name, desc: rc.desc, opt: plan.Options, spec: plan.Spec, settings: s, target: target, draft: draft}
-	switch rc.kind {
+	plan := rc.Plan
+	g := chunkGenerator{name: rc.Name, desc: rc.Desc, opt: plan.Options, spec: plan.Spec, settings: s, target: target, draft: draft}
+	switch rc.Kind {
 	case generation.ModeTarget:
 		g.model = target
 		return g, nil
@@ -328,25 +322,9 @@ func newChunkGenerator(text string, s evalSettings, target, draft *mar.Model, ba
 	if _, err := arsampler.NewEngine(target, d, *plan.Spec); err != nil { // packs that do not match, a prefill of no token
 		return g, fmt.Errorf("configuration %q: %v", text, err)
 	}
-	g.gamma = rc.spec.gamma
-	g.group = fmt.Sprintf("%s/%s/align %s/prefill %g", rc.spec.verify, rc.spec.acceptance, rc.spec.align, rc.spec.prefill)
+	g.gamma = rc.Gamma
+	g.group = fmt.Sprintf("%s/%s/align %s/prefill %g", rc.Verify, rc.Acceptance, rc.Align, rc.Prefill)
 	return g, nil
-}
-
-// request is the configuration as a generation request (class and count are placeholders:
-// a scoring run chooses its own images).
-func (rc runConfig) request() (generation.Request, error) {
-	o := rc.opt
-	req := generation.Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"}, Mode: rc.kind,
-		Seed: &o.Seed, CFG: &o.CFG, Temperature: &o.Temperature, Steps: &o.Steps}}
-	if rc.kind != generation.ModeSpec {
-		req.NumIter, req.FinalStepNoise = &o.NumIter, &o.FinalStepNoise
-		if o.StepsLate != 0 {
-			req.StepsLate = &o.StepsLate
-		}
-		return req, nil
-	}
-	return req, rc.spec.request(&req, nil)
 }
 
 // run generates and evaluates chunk c.

@@ -5,55 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"marspec/arsampler"
 	"marspec/generation"
-	"marspec/mar"
 )
-
-// draft=exit and its bound reach the sampler's configuration (batched prefix rounds whatever
-// the provider) and name the configuration's folder; bad values are refused while parsing.
-func TestRunConfigEarlyExit(t *testing.T) {
-	m := &mar.Model{Manifest: &mar.Manifest{TokenDim: 16}}
-	m.Manifest.Grid.Height, m.Manifest.Grid.Width = 7, 7
-	m.Manifest.Diffusion.TrainingSteps, m.Manifest.Diffusion.SamplingSteps = 1000, 50
-	s := evalSettings{Seed: 1, CFG: 1, Temperature: 1}
-	rc, err := parseRunConfig("spec:draft=exit:exit_max_error=0.3", s, m, specFlags{provider: "cpu"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "spec-g8-p0.05-prefix-paper-alignon-draftexit-exit_max_error0.3"; rc.name != want {
-		t.Errorf("name %q, want %q", rc.name, want)
-	}
-	if !strings.Contains(rc.desc, "draft=exit") || !strings.Contains(rc.desc, "exit_max_error=0.3") {
-		t.Errorf("description %q lacks the draft source and its bound", rc.desc)
-	}
-	cfg, err := rc.spec.config(rc.opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cfg.EarlyExit || cfg.SelfDraft || cfg.ExitMaxError != 0.3 || cfg.Schedule != arsampler.Batched {
-		t.Fatalf("config %+v: want early exit with bound 0.3, batched", cfg)
-	}
-	for text, want := range map[string]string{
-		"spec:draft=other":                   "allowed: pack, self, exit",
-		"spec:draft=exit:exit_max_error=-1":  "exit max error \"-1\" out of range (allowed: 0 = no bound, or a positive RMS error)",
-		"spec:draft=exit:exit_max_error=NaN": "out of range",
-		"spec:draft=exit:exit_max_error=x":   "out of range",
-		"target:exit_max_error=0.3":          "unknown for target",
-	} {
-		if _, err := parseRunConfig(text, s, m, specFlags{}); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: error %v, want one containing %q", text, err, want)
-		}
-	}
-	// checked with the other settings: group verification cannot continue drafted contexts
-	rc, err = parseRunConfig("spec:draft=exit:verify=group", s, m, specFlags{})
-	if err == nil {
-		_, err = rc.spec.config(rc.opt)
-	}
-	if generation.Field(err) != "verify" || !strings.Contains(err.Error(), "allowed: prefix") {
-		t.Errorf("draft=exit:verify=group: error %v, want one on verify allowing prefix", err)
-	}
-}
 
 // bench --spec --drafts pack,exit --exit-max-errors 0,0.3 adds one exit row per bound, for
 // prefix + batched rounds only; lists that cannot give an exit row are refused at once.

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"marspec/arsampler"
-	"marspec/mar"
 )
 
 // A small frontier: a num_iter sweep and two speculative configurations, scored, timed and
@@ -120,62 +118,3 @@ func TestMarkFrontier(t *testing.T) {
 	}
 }
 
-func TestRunConfigNames(t *testing.T) {
-	m := &mar.Model{Manifest: &mar.Manifest{TokenDim: 16}}
-	m.Manifest.Grid.Height, m.Manifest.Grid.Width = 7, 7
-	m.Manifest.Diffusion.TrainingSteps, m.Manifest.Diffusion.SamplingSteps = 1000, 50
-	s := evalSettings{Seed: 1, CFG: 1, Temperature: 1}
-	for text, name := range map[string]string{
-		"target":                     "target",
-		"draft":                      "draft",
-		"spec":                       "spec-g8-p0.05-prefix-paper-alignon",
-		"target:num_iter=7:steps=25": "target-it7-s25",
-		"target:num_iter=7:anneal=5": "target-it7-late5",
-		"spec:verify=group:steps=25": "spec-g8-p0.05-group-paper-alignon-s25",
-		"spec:draft=self:gamma=4":    "spec-g4-p0.05-prefix-paper-alignon-draftself",
-		"spec:rejection=target":      "spec-g8-p0.05-prefix-paper-alignon-rejectiontarget",
-		"spec:tolerance=0.5":         "spec-g8-p0.05-prefix-paper-alignon-tolerance0.5",
-	} {
-		rc, err := parseRunConfig(text, s, m, specFlags{})
-		if err != nil || rc.name != name {
-			t.Fatalf("%s: name %q (%v), want %q", text, rc.name, err, name)
-		}
-	}
-}
-
-// The draft source and the lossy knobs reach the sampler's configuration; bad values are
-// refused before anything runs, naming the key and what is allowed.
-func TestRunConfigSpecKnobs(t *testing.T) {
-	m := &mar.Model{Manifest: &mar.Manifest{TokenDim: 16}}
-	m.Manifest.Grid.Height, m.Manifest.Grid.Width = 7, 7
-	m.Manifest.Diffusion.TrainingSteps, m.Manifest.Diffusion.SamplingSteps = 1000, 50
-	s := evalSettings{Seed: 1, CFG: 1, Temperature: 1}
-	rc, err := parseRunConfig("spec:draft=self:rejection=target:tolerance=0.25", s, m, specFlags{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := rc.spec.config(rc.opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cfg.SelfDraft || cfg.Rejection != arsampler.Target || cfg.Tolerance != 0.25 {
-		t.Fatalf("config %+v: want self-draft, target rejection, tolerance 0.25", cfg)
-	}
-	for text, want := range map[string]string{
-		"spec:draft=other":     "allowed: pack, self",
-		"spec:tolerance=-1":    "at least 0",
-		"spec:tolerance=NaN":   "at least 0",
-		"target:tolerance=0.5": "unknown for target",
-	} {
-		if _, err := parseRunConfig(text, s, m, specFlags{}); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: error %v, want one containing %q", text, err, want)
-		}
-	}
-	rc, err = parseRunConfig("spec:rejection=maybe", s, m, specFlags{})
-	if err == nil {
-		_, err = rc.spec.config(rc.opt)
-	}
-	if err == nil || !strings.Contains(err.Error(), "maybe") {
-		t.Errorf("rejection=maybe: error %v, want one naming the value", err)
-	}
-}
