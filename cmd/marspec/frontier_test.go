@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // A small frontier: a num_iter sweep and two speculative configurations, scored, timed and
@@ -117,4 +116,3 @@ func TestMarkFrontier(t *testing.T) {
 		t.Fatalf("recommended %+v, want fast at 3x", best)
 	}
 }
-
