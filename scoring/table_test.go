@@ -1,4 +1,4 @@
-package main
+package scoring
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 )
 
 // writeReport makes a finished run folder with the given rows.
-func writeReport(t *testing.T, s evalSettings, rows []configResult) string {
+func writeReport(t *testing.T, s Settings, rows []configResult) string {
 	t.Helper()
 	dir := t.TempDir()
 	data, err := json.Marshal(map[string]any{"settings": s, "results": rows})
@@ -26,7 +26,7 @@ func f64(x float64) *float64 { return &x }
 
 // Three seeds of target and spec at CFG 1, one seed of draft, one seed at CFG 3: the table has
 // one section per scale, mean ± sample std where seeds repeat (FID 10, 12, 14 -> 12.00 ± 2.00).
-func TestEvalTableMeanStd(t *testing.T) {
+func TestTableMeanStd(t *testing.T) {
 	var dirs []string
 	for i, seed := range []uint64{3, 1, 2} {
 		rows := []configResult{
@@ -36,13 +36,13 @@ func TestEvalTableMeanStd(t *testing.T) {
 		if seed == 1 {
 			rows = append(rows, configResult{Name: "draft", Description: "draft-only", FID: 30, ISMean: 5, ClassAccuracy: 0.5, SecondsImage: 0.03, Speedup: f64(3)})
 		}
-		dirs = append(dirs, writeReport(t, evalSettings{N: 2000, Seed: seed, CFG: 1, Temperature: 1}, rows))
+		dirs = append(dirs, writeReport(t, Settings{N: 2000, Seed: seed, CFG: 1, Temperature: 1}, rows))
 	}
-	dirs = append(dirs, writeReport(t, evalSettings{N: 2000, Seed: 1, CFG: 3, Temperature: 1},
+	dirs = append(dirs, writeReport(t, Settings{N: 2000, Seed: 1, CFG: 3, Temperature: 1},
 		[]configResult{{Name: "target", Description: "target-only", FID: 20, ISMean: 8, ClassAccuracy: 0.95, SecondsImage: 0.2}}))
-	out, stderr, code := marspec(t, nil, append([]string{"eval", "table"}, dirs...)...)
-	if code != 0 {
-		t.Fatalf("eval table: %s", stderr)
+	out, err := Table(dirs)
+	if err != nil {
+		t.Fatalf("table: %v", err)
 	}
 	for _, want := range []string{
 		"### CFG off (scale 1) — N = 2000",
@@ -61,19 +61,19 @@ func TestEvalTableMeanStd(t *testing.T) {
 	}
 }
 
-func TestEvalTableRefusesMixedOrMissingRuns(t *testing.T) {
+func TestTableRefusesMixedOrMissingRuns(t *testing.T) {
 	row := []configResult{{Name: "target", Description: "target-only", FID: 1}}
-	a := writeReport(t, evalSettings{N: 2000, Seed: 1, CFG: 1, Temperature: 1}, row)
+	a := writeReport(t, Settings{N: 2000, Seed: 1, CFG: 1, Temperature: 1}, row)
 	for _, c := range []struct {
 		name, second, want string
 	}{
-		{"other N", writeReport(t, evalSettings{N: 500, Seed: 2, CFG: 1, Temperature: 1}, row), "settings differ"},
-		{"same seed twice", writeReport(t, evalSettings{N: 2000, Seed: 1, CFG: 1, Temperature: 1}, row), "in two runs"},
+		{"other N", writeReport(t, Settings{N: 500, Seed: 2, CFG: 1, Temperature: 1}, row), "settings differ"},
+		{"same seed twice", writeReport(t, Settings{N: 2000, Seed: 1, CFG: 1, Temperature: 1}, row), "in two runs"},
 		{"unfinished run", t.TempDir(), "is the run finished?"},
 	} {
-		_, stderr, code := marspec(t, nil, "eval", "table", a, c.second)
-		if code != 1 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-			t.Errorf("%s: exit %d, stderr %q; want one line containing %q", c.name, code, stderr, c.want)
+		_, err := Table([]string{a, c.second})
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v; want one line containing %q", c.name, err, c.want)
 		}
 	}
 }

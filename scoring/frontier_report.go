@@ -1,8 +1,9 @@
-package main
+package scoring
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,7 +21,7 @@ import (
 // lower FID at equal speed), so a much slower row is not kept on the frontier for an FID
 // lower by less than two runs of one sampler differ. Without a reference the noise is 0 and
 // the rule is the raw one.
-func markFrontier(rows []frontierRow, s frontierSettings) {
+func markFrontier(rows []frontierRow, s FrontierSettings) {
 	ref := referenceRow(rows, s)
 	noise := 0.0
 	if ref != nil {
@@ -52,14 +53,14 @@ func dominates(b, a frontierRow, noise float64) bool {
 }
 
 // noiseOf is the reference's two-sample FID (0 without a reference).
-func noiseOf(rows []frontierRow, s frontierSettings) float64 {
+func noiseOf(rows []frontierRow, s FrontierSettings) float64 {
 	if ref := referenceRow(rows, s); ref != nil {
 		return ref.TwoSampleFID
 	}
 	return 0
 }
 
-func referenceRow(rows []frontierRow, s frontierSettings) *frontierRow {
+func referenceRow(rows []frontierRow, s FrontierSettings) *frontierRow {
 	for i := range rows {
 		if rows[i].Config == s.Reference {
 			return &rows[i]
@@ -81,7 +82,7 @@ func recommended(rows []frontierRow) *frontierRow {
 	return best
 }
 
-func frontierTable(s frontierSettings, rows []frontierRow) string {
+func frontierTable(s FrontierSettings, rows []frontierRow) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "N = %d images per configuration, seed %d, cfg %g, temperature %g, batch %d; reference %q, second sample at seed %d\n\n",
 		s.N, s.Seed, s.CFG, s.Temperature, s.Batch, s.Reference, s.ReferenceSeed)
@@ -115,7 +116,7 @@ func frontierTable(s frontierSettings, rows []frontierRow) string {
 
 // plotFrontier draws FID against images/s (log x), every configuration a point, the Pareto
 // frontier a line.
-func plotFrontier(path string, s frontierSettings, rows []frontierRow) error {
+func plotFrontier(path string, s FrontierSettings, rows []frontierRow) error {
 	points := render.Series{Name: "configurations", Points: true}
 	var front []frontierRow
 	// a point far above the reference (a draft alone) would squeeze the rest into a line: it
@@ -159,16 +160,16 @@ func shortConfig(c string) string {
 	return r.Replace(c)
 }
 
-// replotFrontier writes a finished run's table and plot again from its frontier.json, with
+// Replot writes a finished run's table and plot again from its frontier.json, with
 // this version's rules and pictures, without the run's images: the way docs/frontier/ is
 // redrawn, and a run is re-read after marspec changes how it marks or draws the frontier.
-func replotFrontier(dir string) error {
+func Replot(dir string, w io.Writer) error {
 	data, err := os.ReadFile(filepath.Join(dir, "frontier.json"))
 	if err != nil {
 		return fmt.Errorf("--replot %s: %w (the folder of a finished frontier run)", dir, err)
 	}
 	var rep struct {
-		Settings  frontierSettings `json:"settings"`
+		Settings  FrontierSettings `json:"settings"`
 		Results   []frontierRow    `json:"results"`
 		Evaluator string           `json:"evaluator"`
 	}
@@ -181,12 +182,12 @@ func replotFrontier(dir string) error {
 	}
 	second := len(rows) - 1
 	markFrontier(rows[:second], rep.Settings)
-	return writeFrontierReport(dir, rep.Settings, rows, rep.Evaluator)
+	return writeFrontierReport(dir, rep.Settings, rows, rep.Evaluator, w)
 }
 
 // writeFrontierReport writes frontier.json, frontier.png and frontier.md of rows (the last
 // one the reference's second sample) and prints the table.
-func writeFrontierReport(dir string, s frontierSettings, rows []frontierRow, evaluator string) error {
+func writeFrontierReport(dir string, s FrontierSettings, rows []frontierRow, evaluator string, w io.Writer) error {
 	data, _ := json.MarshalIndent(map[string]any{"settings": s, "results": rows, "evaluator": evaluator}, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "frontier.json"), append(data, '\n'), 0o644); err != nil {
 		return err
@@ -198,6 +199,6 @@ func writeFrontierReport(dir string, s frontierSettings, rows []frontierRow, eva
 	if err := os.WriteFile(filepath.Join(dir, "frontier.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
-	fmt.Print(md)
-	return nil
+	_, err := io.WriteString(w, md)
+	return err
 }
