@@ -136,4 +136,3 @@ func (g chunkGenerator) saveGrid(pixels [][]uint8) error {
 	}
 	return render.WritePNG(filepath.Join(g.dir, g.name+"-samples.png"), render.LabelledGrid(cells, perClass, 3, labels), g.desc)
 }
-

@@ -53,4 +53,3 @@ func Merge(m Models, out string, shards []string, evaluator, reference string, w
 	}
 	return reportRun(out, *s, gens, ev, reference, w)
 }
-

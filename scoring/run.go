@@ -308,4 +308,3 @@ func markdownTable(s Settings, rows []configResult) string {
 	}
 	return b.String()
 }
-

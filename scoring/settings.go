@@ -116,4 +116,3 @@ func findField(fields []settingsField, name string) (string, bool) {
 	}
 	return "", false
 }
-

@@ -27,7 +27,7 @@ func Table(dirs []string) (string, error) {
 
 type finishedRun struct {
 	dir      string
-	Settings Settings   `json:"settings"`
+	Settings Settings       `json:"settings"`
 	Results  []configResult `json:"results"`
 }
 

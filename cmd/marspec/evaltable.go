@@ -30,4 +30,3 @@ func runEvalTable(args []string) error {
 	}
 	return os.WriteFile(*out, []byte(md), 0o644)
 }
-
