@@ -1,0 +1,93 @@
+package loadtest
+
+import (
+	"io"
+	"log/slog"
+	"math"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"marspec/api"
+	"marspec/generation"
+	"marspec/server"
+	"marspec/store"
+)
+
+// testServer is a service on the analytic models (milliseconds per image).
+func testServer(t *testing.T) string {
+	t.Helper()
+	cfg := server.DefaultConfig()
+	cfg.Drain = 0
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	models, cat := generation.TestModels()
+	srv := server.New(cfg, server.Deps{Catalog: cat, Models: models, Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { _ = srv.Shutdown(t.Context()); hs.Close(); st.Close() })
+	return hs.URL
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The load driver against a server on the analytic models: every request done once, images
+// counted, batch sizes read from /metrics.
+func TestLoadDriverCountsEveryJobOnce(t *testing.T) {
+	url := testServer(t)
+	c, err := api.NewClient(url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mix := Mix{Clients: 3, Requests: 7, Duration: time.Minute, MinImages: 1, MaxImages: 3, NumIter: ptr(3), Mode: "target", Seed: 5}
+	res, err := Drive([]*api.Client{c}, mix, "on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 7 || res.Images < 7 || res.Images > 21 || res.EngineSteps == 0 || res.MeanBatch < 1 || res.StoppedEarly {
+		t.Fatalf("%+v", res)
+	}
+	if !(res.P50 <= res.P95 && res.P95 <= res.P99) {
+		t.Errorf("percentiles out of order: %+v", res)
+	}
+	list, err := c.List(t.Context(), api.ListOptions{Limit: 100})
+	if err != nil || list.Total != 7+3 { // the mix and the warm-up burst of one request per client
+		t.Fatalf("jobs on the server: %d, %v", list.Total, err)
+	}
+}
+
+// With several --server addresses, requests go round-robin and the service's counters are
+// the sum of the servers' own: two servers each finish their share, none is counted twice.
+func TestLoadDriverSpreadsOverServers(t *testing.T) {
+	var cs []*api.Client
+	for range 2 {
+		c, err := api.NewClient(testServer(t), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	mix := Mix{Clients: 2, Requests: 6, Duration: time.Minute, MinImages: 1, MaxImages: 2, NumIter: ptr(3), Mode: "target", Seed: 9}
+	res, err := Drive(cs, mix, "on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 6 {
+		t.Fatalf("%+v", res)
+	}
+	for i, c := range cs {
+		list, err := c.List(t.Context(), api.ListOptions{Limit: 100})
+		// each server: its half of the mix and one warm-up request
+		if err != nil || list.Total != 3+1 {
+			t.Fatalf("server %d holds %d jobs (%v), want its round-robin share 3 + 1 warm-up", i, list.Total, err)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if percentile(v, 0.5) != 5 || percentile(v, 0.95) != 10 || percentile(v, 0.99) != 10 || !math.IsNaN(percentile(nil, 0.5)) {
+		t.Error("nearest-rank percentiles")
+	}
+}
