@@ -252,4 +252,3 @@ func (f *loadFlags) mix() loadtest.Mix {
 	return loadtest.Mix{Clients: f.clients, Requests: f.reqs, Duration: f.duration, MinImages: f.minImg, MaxImages: f.maxImg,
 		Seed: f.seed, Mode: f.mode, Preset: f.preset, NumIter: f.numIter}
 }
-
