@@ -3,14 +3,13 @@ package main
 import (
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"runtime"
-	"text/tabwriter"
-	"time"
+	"strings"
 
+	"marspec/bench"
 	"marspec/generation"
-	"marspec/mar"
+	"marspec/progress"
 )
 
 func runBench(args []string) error {
@@ -23,13 +22,13 @@ func runBench(args []string) error {
 	spec := fs.Bool("spec", false, "benchmark speculative decoding instead (a table over settings)")
 	steps := fs.Int("steps", 0, "diffusion sampling steps (0 = the pack's)")
 	profile := fs.Bool("profile", false, "profile one target-only generation instead: shares of transformer, head, ORT fixed cost and Go, per-step and fused head side by side")
-	var pf profileFlags
-	fs.IntVar(&pf.batch, "batch", 0, "--profile: images per batch (0 = all)")
-	fs.IntVar(&pf.numIter, "num-iter", 0, "--profile: AR steps (0 = one token per step)")
-	fs.Float64Var(&pf.cfg, "cfg", 1, "--profile: guidance scale (1 = none)")
-	fs.IntVar(&pf.rounds, "rounds", 3, "--profile: timed generations per path, interleaved")
-	var sb specBench
-	sb.add(fs)
+	var pf bench.ProfileSettings
+	fs.IntVar(&pf.Batch, "batch", 0, "--profile: images per batch (0 = all)")
+	fs.IntVar(&pf.NumIter, "num-iter", 0, "--profile: AR steps (0 = one token per step)")
+	fs.Float64Var(&pf.CFG, "cfg", 1, "--profile: guidance scale (1 = none)")
+	fs.IntVar(&pf.Rounds, "rounds", 3, "--profile: timed generations per path, interleaved")
+	var sb bench.SpecGrid
+	quiet := addSpecGridFlags(fs, &sb)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -44,11 +43,11 @@ func runBench(args []string) error {
 		if err != nil {
 			return err
 		}
-		pf.images = *images
-		return runProfile(m, pf, *steps, rt.threads)
+		pf.Images = *images
+		return bench.Profile(os.Stdout, m, pf, *steps, rt.threads)
 	}
 	if *spec {
-		if _, _, err := sb.configs(); err != nil { // before opening anything
+		if _, _, err := sb.Configs(); err != nil { // before opening anything
 			return err
 		}
 		t, err := rt.open(*target)
@@ -61,92 +60,55 @@ func runBench(args []string) error {
 		}
 		fmt.Printf("# marspec bench --spec: %s/%s, %d CPUs, provider %s; target %s, draft %s\n\n",
 			runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), rt.provider, t.Manifest.Name, d.Manifest.Name)
-		return sb.run(t, d, *steps)
+		return sb.Run(os.Stdout, t, d, *steps, func(total int) bench.Progress {
+			return progress.New(os.Stderr, "bench --spec", "runs", total, progress.Options{Quiet: *quiet})
+		})
 	}
 	if *images < 1 || *reps < 1 {
 		return fmt.Errorf("--images and --reps must be at least 1")
 	}
 	fmt.Printf("# marspec bench: %s/%s, %d CPUs, provider %s, intra-op threads %d\n",
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), rt.provider, rt.threads)
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "model\tpart\tbatch\tms/call")
-	perImage := map[string]float64{}
+	var models []bench.Named
 	for _, name := range []string{*target, *draft} {
 		m, err := rt.open(name)
 		if err != nil {
 			return err
 		}
-		for _, b := range []int{1, 8, 32} {
-			ms, err := timeTransformer(m, b, *reps)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "%s\ttransformer\t%d\t%.3f\n", name, b, ms)
-		}
-		for _, b := range []int{1, 8, 32} {
-			ms, err := timeHead(m, b, *reps*5)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "%s\thead step\t%d\t%.3f\n", name, b, ms)
-		}
-		classes := make([]int, *images)
-		for i := range classes {
-			classes[i] = i % len(m.Manifest.Classes)
-		}
-		start := time.Now()
-		if _, err := m.Generate(classes, mar.Options{Seed: 1, Batch: *images}); err != nil {
-			return err
-		}
-		sec := time.Since(start).Seconds()
-		perImage[name] = sec / float64(*images)
-		fmt.Fprintf(w, "%s\tgenerate (one token per step, batch %d)\t%d\t%.1f images/s\n", name, *images, *images, float64(*images)/sec)
+		models = append(models, bench.Named{Name: name, Model: m})
 	}
-	w.Flush()
+	perImage, err := bench.Speed(os.Stdout, models, *images, *reps)
+	if err != nil {
+		return err
+	}
 	fmt.Printf("draft/target time ratio c (generation, per image): %.3f\n", perImage[*draft]/perImage[*target])
 	return nil
 }
 
-func timeTransformer(m *mar.Model, batch, reps int) (float64, error) {
-	L, D, W := m.Manifest.SeqLen(), m.Manifest.TokenDim, m.Manifest.Width
-	ctx := mar.NewContextBatch(batch, L, D)
-	rng := rand.New(rand.NewPCG(1, 1))
-	x := make([]float64, D)
-	for r := 0; r < batch; r++ { // half the tokens known, as mid-generation
-		for _, pos := range rng.Perm(L)[:L/2] {
-			for j := range x {
-				x[j] = rng.NormFloat64() * 0.5
-			}
-			ctx.Set(r, pos, x)
-		}
-	}
-	z := make([]float32, batch*L*W)
-	if err := ctx.Condition(m.Transformer, z, nil); err != nil { // warm-up
-		return 0, err
-	}
-	start := time.Now()
-	for i := 0; i < reps; i++ {
-		if err := ctx.Condition(m.Transformer, z, nil); err != nil {
-			return 0, err
-		}
-	}
-	return float64(time.Since(start).Microseconds()) / 1000 / float64(reps), nil
+// addSpecGridFlags registers bench --spec's grid in b and returns its --quiet.
+func addSpecGridFlags(fs *flag.FlagSet, b *bench.SpecGrid) *bool {
+	fs.StringVar(&b.Gammas, "gammas", "2,4,8,16,auto", "spec: gamma values")
+	fs.StringVar(&b.Prefills, "prefills", "0,0.05,0.15", "spec: prefill ratios")
+	fs.StringVar(&b.Verifies, "verifies", "prefix,group", "spec: verification strategies")
+	fs.StringVar(&b.Acceptances, "acceptances", "paper,exact", "spec: acceptance criteria")
+	fs.StringVar(&b.Schedules, "schedules", "batched,lazy", "spec: schedules of prefix rounds (group rounds are always one pass)")
+	fs.StringVar(&b.Batches, "batches", "1,8,32", "spec: batch sizes (images per run = max(batch, --spec-images))")
+	fs.StringVar(&b.Drafts, "drafts", "pack", "spec: draft sources: pack (the --draft pack), self (the target drafting from its own previous pass), exit (the target's first blocks plus its trained exit; prefix + batched rows only)")
+	fs.StringVar(&b.ExitMaxErrors, "exit-max-errors", "0", "spec, draft exit: confidence bounds (predicted RMS error of the exit at which drafting stops; 0 = none)")
+	fs.StringVar(&b.Rejections, "rejections", "residual", "spec: what replaces a rejected draft: residual and/or target")
+	fs.StringVar(&b.Tolerances, "tolerances", "0", "spec: acceptance tolerances in nats (0 = off)")
+	fs.IntVar(&b.ImagesMin, "spec-images", 4, "spec: at least this many images per configuration")
+	fs.IntVar(&b.AblationGamma, "ablation-gamma", 8, "spec: gamma of the alignment ablation (paper: 32)")
+	return fs.Bool("quiet", false, "no progress on stderr (a bar on a terminal, a line per run otherwise)")
 }
 
-func timeHead(m *mar.Model, n, reps int) (float64, error) {
-	D, W := m.Manifest.TokenDim, m.Manifest.Width
-	xt, t, z, out := make([]float32, n*D), make([]float32, n), make([]float32, n*W), make([]float32, n*2*D)
-	for i := range t {
-		t[i] = 500
-	}
-	if err := m.Head.Predict(xt, t, z, n, out); err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	for i := 0; i < reps; i++ {
-		if err := m.Head.Predict(xt, t, z, n, out); err != nil {
-			return 0, err
+// splitList reads a comma-separated flag value, blanks dropped.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
 		}
 	}
-	return float64(time.Since(start).Microseconds()) / 1000 / float64(reps), nil
+	return out
 }

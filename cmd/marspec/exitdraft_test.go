@@ -8,48 +8,6 @@ import (
 	"marspec/generation"
 )
 
-// bench --spec --drafts pack,exit --exit-max-errors 0,0.3 adds one exit row per bound, for
-// prefix + batched rounds only; lists that cannot give an exit row are refused at once.
-func TestBenchSpecExitGrid(t *testing.T) {
-	b := specBench{gammas: "4", prefills: "0.05", verifies: "prefix,group", acceptances: "exact", schedules: "batched,lazy",
-		drafts: "pack, exit", exitMaxErrors: "0,0.3", rejections: "residual", tolerances: "0", ablationGamma: 4}
-	grid, _, err := b.configs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bounds []float64
-	pack := 0
-	for _, sf := range grid {
-		if !sf.earlyExit {
-			pack++
-			continue
-		}
-		if sf.verify != "prefix" || sf.schedule != "batched" {
-			t.Errorf("exit row with %s/%s", sf.verify, sf.schedule)
-		}
-		bounds = append(bounds, sf.exitMaxError)
-	}
-	if pack != 3 || len(bounds) != 2 || bounds[0] != 0 || bounds[1] != 0.3 {
-		t.Fatalf("%d pack rows (want 3: prefix batched, prefix lazy, group), exit bounds %v (want 0, 0.3)", pack, bounds)
-	}
-	for _, c := range []struct {
-		edit func(*specBench)
-		want string
-	}{
-		{func(b *specBench) { b.verifies = "group" }, "allowed: prefix in --verifies and batched in --schedules"},
-		{func(b *specBench) { b.drafts = "pack" }, "apply to draft exit only"},
-		{func(b *specBench) { b.exitMaxErrors = "0,-1" }, "exit_max_error -1: out of range"},
-		{func(b *specBench) { b.exitMaxErrors = "a" }, `exit max error "a" is not a number`},
-		{func(b *specBench) { b.drafts = "pack,exits" }, "allowed: pack, self, exit"},
-	} {
-		bad := b
-		c.edit(&bad)
-		if _, _, err := bad.configs(); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: error %v, want one containing %q", bad, err, c.want)
-		}
-	}
-}
-
 // generate --draft exit runs with the embedded target once its pack carries the exit graphs:
 // with no bound, drafts from exit passes and a verification pass cheaper than a target step,
 // lossless with exact; with a bound no exit meets, every round stops drafting at once. Until

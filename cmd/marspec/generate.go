@@ -39,7 +39,7 @@ type generateFlags struct {
 	out, grid, cfgSchedule   string
 	cfg, temp                float64
 	finalNoise, overwrite    bool
-	spec                     specFlags
+	spec                     generation.SpecSettings
 	jsonOut                  bool
 	heatmap                  string
 	server, token            string
@@ -66,7 +66,7 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&g.stepsLate, "steps-late", 0, "diffusion steps of the last AR step, annealed linearly from --steps (0 = no annealing)")
 	fs.IntVar(&g.batch, "batch", 0, "images in flight at once (0 = all, up to 64)")
 	fs.BoolVar(&g.finalNoise, "final-step-noise", false, "target/draft modes: give the last diffusion step its variance, as spec mode must (for like-for-like comparisons)")
-	g.spec.add(fs)
+	addSpecFlags(fs, &g.spec)
 	fs.BoolVar(&g.jsonOut, "json", false, "print the statistics as one JSON object")
 	fs.StringVar(&g.heatmap, "heatmap", "", "spec mode: write the per-position acceptance map (PNG) to this file")
 	fs.StringVar(&g.server, "server", "", "generate on a running marspec server (http://HOST:PORT) instead of here: its packs and defaults, the same files in --out")
@@ -328,8 +328,8 @@ func (g *generateFlags) request(set map[string]bool, local bool) (generation.Req
 	if set["final-step-noise"] {
 		req.FinalStepNoise = &g.finalNoise
 	}
-	g.spec.selfDraft, g.spec.earlyExit = g.draft == selfDraftName, g.draft == exitDraftName
-	if err := g.spec.request(&req, set); err != nil {
+	g.spec.SelfDraft, g.spec.EarlyExit = g.draft == selfDraftName, g.draft == exitDraftName
+	if err := g.spec.Request(&req, set); err != nil {
 		return req, cat, err
 	}
 	mode, _, _, err := generation.ResolveMode(req)

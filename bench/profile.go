@@ -1,7 +1,8 @@
-package main
+package bench
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -14,10 +15,11 @@ import (
 	"marspec/mar"
 )
 
-// profileFlags are bench --profile's settings: one target-only generation, timed per part.
-type profileFlags struct {
-	images, batch, numIter, rounds int
-	cfg                            float64
+// ProfileSettings are bench --profile's settings: one target-only generation, timed per part.
+// ProfileSettings are what `bench --profile` generates.
+type ProfileSettings struct {
+	Images, Batch, NumIter, Rounds int // Batch 0 = all images at once; NumIter 0 = one token per step
+	CFG                            float64
 }
 
 // partTime adds up the time spent inside one model part's calls.
@@ -78,29 +80,31 @@ type pathProfile struct {
 	fixedPerRun time.Duration // the head graph's fixed cost per call
 }
 
-func runProfile(m *mar.Model, pf profileFlags, steps int, threads int) error {
+// Profile times one target-only generation on the per-step and the fused head paths,
+// interleaved, and writes the shares of transformer, head, ONNX Runtime fixed cost and Go to w.
+func Profile(out io.Writer, m *mar.Model, pf ProfileSettings, steps int, threads int) error {
 	// the pack's fused graph, whether or not sampling on this device takes it
 	lh, ok := m.Head.(interface{ FusedLoop() mar.LoopRunner })
 	if !ok || lh.FusedLoop() == nil {
 		return fmt.Errorf("pack %s has no head_loop graph (scripts/fuse_head.py adds one): nothing to compare", m.Manifest.Name)
 	}
-	if pf.images < 1 || pf.rounds < 1 {
+	if pf.Images < 1 || pf.Rounds < 1 {
 		return fmt.Errorf("--images and --rounds must be at least 1")
 	}
 	onnxTr, onnxHead, loop := m.Transformer, m.Head, lh.FusedLoop()
 	defer func() { m.Transformer, m.Head = onnxTr, onnxHead }()
-	opt := mar.Options{Seed: 1, CFG: pf.cfg, NumIter: pf.numIter, Steps: steps, Batch: pf.batch}
+	opt := mar.Options{Seed: 1, CFG: pf.CFG, NumIter: pf.NumIter, Steps: steps, Batch: pf.Batch}
 	if err := m.Validate(&opt); err != nil {
 		return err
 	}
 	steps = opt.Steps
-	classes := make([]int, pf.images)
+	classes := make([]int, pf.Images)
 	for i := range classes {
 		classes[i] = i % len(m.Manifest.Classes)
 	}
 	load0 := loadAvg()
 	paths := []*pathProfile{{name: "per-step head"}, {name: "fused head"}}
-	for round := 0; round <= pf.rounds; round++ { // round 0 warms both paths up and is not counted
+	for round := 0; round <= pf.Rounds; round++ { // round 0 warms both paths up and is not counted
 		for i, p := range paths {
 			tr, head := &partTime{}, &partTime{}
 			m.Transformer = timedTransformer{onnxTr, tr}
@@ -131,11 +135,11 @@ func runProfile(m *mar.Model, pf profileFlags, steps int, threads int) error {
 	paths[0].fixedPerRun, paths[1].fixedPerRun = fixed.head, fixed.loop
 	load1 := loadAvg()
 
-	fmt.Printf("# marspec bench --profile: %s/%s, %d CPUs, provider cpu, intra-op threads %d, load average %s at start, %s at end\n",
+	fmt.Fprintf(out, "# marspec bench --profile: %s/%s, %d CPUs, provider cpu, intra-op threads %d, load average %s at start, %s at end\n",
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), threads, load0, load1)
-	fmt.Printf("# %s target-only: %d images, batch %d, num-iter %d, steps %d, cfg %g; %d rounds, the two paths interleaved\n\n",
-		m.Manifest.Name, pf.images, opt.Batch, opt.NumIter, opt.Steps, opt.CFG, pf.rounds)
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(out, "# %s target-only: %d images, batch %d, num-iter %d, steps %d, cfg %g; %d rounds, the two paths interleaved\n\n",
+		m.Manifest.Name, pf.Images, opt.Batch, opt.NumIter, opt.Steps, opt.CFG, pf.Rounds)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "share of wall time\t"+paths[0].name+"\t"+paths[1].name+"\t")
 	line := func(label string, f func(p *pathProfile) string) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t\n", label, f(paths[0]), f(paths[1]))
@@ -150,22 +154,22 @@ func runProfile(m *mar.Model, pf profileFlags, steps int, threads int) error {
 	line("ORT fixed cost per call", share(func(p *pathProfile) float64 { return trFixed(p) + headFixed(p) }))
 	line("Go bookkeeping (the rest)", share(func(p *pathProfile) float64 { return p.wall.Seconds() - p.tr.d.Seconds() - p.head.d.Seconds() }))
 	line("wall per generation", func(p *pathProfile) string {
-		return fmt.Sprintf("%.3f s", p.wall.Seconds()/float64(pf.rounds))
+		return fmt.Sprintf("%.3f s", p.wall.Seconds()/float64(pf.Rounds))
 	})
-	line("transformer calls", func(p *pathProfile) string { return fmt.Sprint(p.tr.calls / pf.rounds) })
-	line("head calls", func(p *pathProfile) string { return fmt.Sprint(p.head.calls / pf.rounds) })
+	line("transformer calls", func(p *pathProfile) string { return fmt.Sprint(p.tr.calls / pf.Rounds) })
+	line("head calls", func(p *pathProfile) string { return fmt.Sprint(p.head.calls / pf.Rounds) })
 	w.Flush()
-	fmt.Printf("\nfused / per-step wall time: %.3f (speedup %.2fx); largest token difference between the paths: %.2g\n",
+	fmt.Fprintf(out, "\nfused / per-step wall time: %.3f (speedup %.2fx); largest token difference between the paths: %.2g\n",
 		paths[1].wall.Seconds()/paths[0].wall.Seconds(), paths[0].wall.Seconds()/paths[1].wall.Seconds(),
 		maxDiff32(paths[0].tokens, paths[1].tokens))
-	fmt.Printf("fixed cost per call (time at 0 rows, extrapolated from 1 and 2 rows, median of %d): transformer %.3f ms, head step %.3f ms, fused head (%d steps) %.3f ms\n\n",
+	fmt.Fprintf(out, "fixed cost per call (time at 0 rows, extrapolated from 1 and 2 rows, median of %d): transformer %.3f ms, head step %.3f ms, fused head (%d steps) %.3f ms\n\n",
 		fixedReps, ms(fixed.transformer), ms(fixed.head), steps, ms(fixed.loop))
-	return diffusionTable(m, pf, opt)
+	return diffusionTable(out, m, pf, opt)
 }
 
 // diffusionTable times one reverse diffusion of N tokens both ways, interleaved, for the
 // batch sizes of interest and the row counts the chosen num-iter produces.
-func diffusionTable(m *mar.Model, pf profileFlags, opt mar.Options) error {
+func diffusionTable(out io.Writer, m *mar.Model, pf ProfileSettings, opt mar.Options) error {
 	sizes := []int{1, 8, 32}
 	for _, s := range mar.StepSizes(m.Manifest.SeqLen(), opt.NumIter) {
 		sizes = append(sizes, s*opt.Batch)
@@ -177,14 +181,14 @@ func diffusionTable(m *mar.Model, pf profileFlags, opt mar.Options) error {
 		return err
 	}
 	guided := opt.CFG != 1
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "tokens\tper-step ms\tfused ms\tratio\t(reverse diffusion, %d steps, guided %v, median of %d interleaved)\n",
-		opt.Steps, guided, pf.rounds+2)
+		opt.Steps, guided, pf.Rounds+2)
 	for _, n := range sizes {
 		rows := profileRows(m, n, opt.Steps, guided)
 		x0 := mar.Rows(n, m.Manifest.TokenDim)
 		var times [2][]float64
-		for rep := 0; rep <= pf.rounds+2; rep++ {
+		for rep := 0; rep <= pf.Rounds+2; rep++ {
 			for i := range times {
 				den.PerStep = i == 0
 				start := time.Now()

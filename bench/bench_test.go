@@ -1,0 +1,64 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"marspec/generation"
+	"marspec/mar"
+)
+
+// openEmbedded opens the embedded packs with ONNX Runtime (make setup fetches it).
+func openEmbedded(t *testing.T) (target, draft *mar.Model) {
+	t.Helper()
+	lib, err := filepath.Abs("../third_party/onnxruntime/libonnxruntime.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lib); err != nil {
+		t.Skipf("ONNX Runtime not set up (make setup): %v", err)
+	}
+	models := &generation.ORTModels{ORTLib: lib, Provider: "cpu", Threads: 1}
+	if target, err = models.Model("target"); err == nil {
+		draft, err = models.Model("draft")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target, draft
+}
+
+// The three benchmarks through the package's API, at the smallest sizes: each writes its
+// table and returns what the CLI prints beside it.
+func TestBenchmarksThroughTheAPI(t *testing.T) {
+	target, draft := openEmbedded(t)
+	var out bytes.Buffer
+	perImage, err := Speed(&out, []Named{{"target", target}, {"draft", draft}}, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perImage["target"] <= 0 || perImage["draft"] <= 0 || strings.Count(out.String(), "transformer") != 6 {
+		t.Fatalf("per image %v, table:\n%s", perImage, out.String())
+	}
+	out.Reset()
+	if err := Profile(&out, target, ProfileSettings{Images: 2, Batch: 2, NumIter: 4, CFG: 1, Rounds: 1}, 5, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "fused / per-step wall time") {
+		t.Fatalf("profile:\n%s", out.String())
+	}
+	out.Reset()
+	grid := SpecGrid{Gammas: "4", Prefills: "0.05", Verifies: "prefix", Acceptances: "exact", Schedules: "batched",
+		Batches: "1", Drafts: "pack", ExitMaxErrors: "0", Rejections: "residual", Tolerances: "0", ImagesMin: 2, AblationGamma: 4}
+	runs := 0
+	bar := func(total int) Progress { runs = total; return silent{} }
+	if err := grid.Run(&out, target, draft, 5, bar); err != nil {
+		t.Fatal(err)
+	}
+	if runs != 2+1+4 || !strings.Contains(out.String(), "| 4 | 0.05 | prefix | batched | exact | 1 |") || !strings.Contains(out.String(), "Alignment ablation") {
+		t.Fatalf("%d runs announced; tables:\n%s", runs, out.String())
+	}
+}
