@@ -1,41 +1,20 @@
 package loadtest
 
 import (
-	"io"
-	"log/slog"
 	"math"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"marspec/api"
-	"marspec/generation"
-	"marspec/server"
-	"marspec/store"
+	"marspec/server/servertest"
 )
-
-// testServer is a service on the analytic models (milliseconds per image).
-func testServer(t *testing.T) string {
-	t.Helper()
-	cfg := server.DefaultConfig()
-	cfg.Drain = 0
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	models, cat := generation.TestModels()
-	srv := server.New(cfg, server.Deps{Catalog: cat, Models: models, Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { _ = srv.Shutdown(t.Context()); hs.Close(); st.Close() })
-	return hs.URL
-}
 
 func ptr[T any](v T) *T { return &v }
 
 // The load driver against a server on the analytic models: every request done once, images
 // counted, batch sizes read from /metrics.
 func TestLoadDriverCountsEveryJobOnce(t *testing.T) {
-	url := testServer(t)
+	url := servertest.Start(t, "")
 	c, err := api.NewClient(url, "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +41,7 @@ func TestLoadDriverCountsEveryJobOnce(t *testing.T) {
 func TestLoadDriverSpreadsOverServers(t *testing.T) {
 	var cs []*api.Client
 	for range 2 {
-		c, err := api.NewClient(testServer(t), "", nil)
+		c, err := api.NewClient(servertest.Start(t, ""), "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,15 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
 	"marspec/arsampler"
@@ -103,7 +99,7 @@ func runGenerate(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := g.checkOutputs(plan.Mode); err != nil {
+	if err := g.outputs().Check(plan.Mode); err != nil {
 		return err
 	}
 	batch := g.batch
@@ -117,157 +113,56 @@ func runGenerate(args []string) error {
 		return err
 	}
 	var made generation.Created
-	grid, err := g.prepareOutputs(&made)
-	if err != nil {
+	if _, err := g.prepareOutputs(&made); err != nil {
 		made.Undo()
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := g.generateInto(ctx, plan, gen, grid, &made)
+	res, err := g.generateInto(ctx, plan, gen, &made)
 	if err != nil {
 		return err
 	}
 	return g.report(plan, cat, res)
 }
 
-// generateInto runs the plan, writing each image into --out as soon as it is finished, then
-// the grid and the heatmap. Interrupted (Ctrl-C), it keeps the images already written, draws
-// their grid, says so and returns errInterrupted; failing, it removes everything it made.
-func (g *generateFlags) generateInto(ctx context.Context, plan generation.Plan, gen generation.Generator, grid string, made *generation.Created) (generation.Result, error) {
+// generateInto runs the plan into the outputs with a progress bar and says what it wrote;
+// interrupted (Ctrl-C), it says what it kept and returns errInterrupted.
+func (g *generateFlags) generateInto(ctx context.Context, plan generation.Plan, gen generation.Generator, made *generation.Created) (generation.Result, error) {
 	bar := progress.New(os.Stderr, "generate", "images", plan.Images(), progress.Options{Quiet: g.quiet})
-	var (
-		mu       sync.Mutex
-		finished []generation.Image
-		saveErr  error
-		stopped  bool
-	)
-	keep := func(img generation.Image) {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped || saveErr != nil {
-			return
-		}
-		path, err := plan.SavePNG(g.out, img)
-		if err != nil {
-			saveErr = fmt.Errorf("writing image %d: %w", img.Index, err)
-			return
-		}
-		made.File(path)
-		finished = append(finished, img)
-		bar.Add(1, "")
-	}
-	type outcome struct {
-		res generation.Result
-		err error
-	}
-	ended := make(chan outcome, 1)
-	go func() {
-		res, err := gen.GenerateEach(ctx, plan.Classes, 0, keep)
-		ended <- outcome{res, err}
-	}()
-	var o outcome
-	select {
-	case o = <-ended:
-	case <-ctx.Done():
-	}
-	mu.Lock()
-	stopped = true
-	kept := slices.Clone(finished)
-	err := errors.Join(o.err, saveErr)
-	mu.Unlock()
+	w, err := generation.WriteRun(ctx, plan, gen, g.outputs(), made, func(generation.Image) { bar.Add(1, "") })
 	bar.Done()
-	if ctx.Err() != nil {
-		return generation.Result{}, g.keepInterrupted(plan, kept, grid)
-	}
 	if err != nil {
-		made.Undo()
 		return generation.Result{}, err
 	}
-	written := fmt.Sprintf("wrote %d images to %s", len(o.res.Images), g.out)
-	if grid != "none" {
-		if err := plan.WriteGrid(grid, o.res.Images); err != nil {
-			made.Undo()
-			return generation.Result{}, err
+	if w.Interrupted {
+		msg := fmt.Sprintf("interrupted: kept the %d of %d images finished, in %s", len(w.Images), plan.Images(), g.out)
+		if w.Grid != "" {
+			msg += ", their grid in " + w.Grid
 		}
-		made.File(grid)
-		written += ", the grid to " + grid
+		fmt.Fprintln(os.Stderr, msg)
+		return generation.Result{}, errInterrupted
 	}
-	if g.heatmap != "" {
-		if err := plan.WriteHeatmap(g.heatmap, o.res.Summary); err != nil {
-			made.Undo()
-			return generation.Result{}, err
-		}
-		written += ", the acceptance map to " + g.heatmap
+	written := fmt.Sprintf("wrote %d images to %s", len(w.Images), g.out)
+	if w.Grid != "" {
+		written += ", the grid to " + w.Grid
+	}
+	if w.Heatmap != "" {
+		written += ", the acceptance map to " + w.Heatmap
 	}
 	fmt.Fprintln(os.Stderr, written)
-	return o.res, nil
+	return w.Result, nil
 }
 
-// keepInterrupted draws the grid of the images finished before an interrupt and says what
-// was kept; the images are on disk already.
-func (g *generateFlags) keepInterrupted(plan generation.Plan, kept []generation.Image, grid string) error {
-	slices.SortFunc(kept, func(a, b generation.Image) int { return a.Index - b.Index })
-	msg := fmt.Sprintf("interrupted: kept the %d of %d images finished, in %s", len(kept), plan.Images(), g.out)
-	if grid != "none" && len(kept) > 0 {
-		if err := plan.WriteGrid(grid, kept); err == nil {
-			msg += ", their grid in " + grid
-		}
-	}
-	fmt.Fprintln(os.Stderr, msg)
-	return errInterrupted
+// outputs are the run's output paths as the flags give them.
+func (g *generateFlags) outputs() generation.Outputs {
+	return generation.Outputs{Dir: g.out, Grid: g.grid, Heatmap: g.heatmap, Overwrite: g.overwrite}
 }
 
-// checkOutputs checks every output path before anything is opened or written, so a run never
-// fails at its end for a bad path, and a refused run creates nothing.
-func (g *generateFlags) checkOutputs(mode string) error {
-	if g.heatmap != "" {
-		if mode != generation.ModeSpec {
-			return &generation.FieldError{Field: "heatmap", Value: strconv.Quote(g.heatmap), Allowed: "omit it, or use mode spec",
-				Reason: "a " + mode + "-only run verifies no drafts, so it has no acceptance map"}
-		}
-		if err := generation.CheckFileTarget("heatmap", g.heatmap); err != nil {
-			return err
-		}
-	}
-	if grid := g.gridPath(); grid != "none" {
-		if err := generation.CheckFileTarget("grid", grid); err != nil {
-			return err
-		}
-	}
-	if err := generation.CheckFolderTarget("out", g.out); err != nil {
-		return err
-	}
-	if entries, err := os.ReadDir(g.out); err == nil && len(entries) > 0 && !g.overwrite {
-		_, _, err := generation.PrepareFolder(g.out, false, nil) // names what the folder holds
-		return err
-	}
-	return nil
-}
-
-// gridPath is --grid, or by default OUT-grid.png next to the image folder ("none": no grid).
-func (g *generateFlags) gridPath() string {
-	if g.grid == "" {
-		return generation.GridPath(g.out)
-	}
-	return g.grid
-}
-
-// prepareOutputs makes the folders of every output (remembered in made) and readies the image
-// folder; it returns the grid's path ("none": no grid). Call checkOutputs first.
+// prepareOutputs readies the outputs (remembered in made) and says what it removed or left
+// in the image folder; it returns the grid's path ("none": no grid).
 func (g *generateFlags) prepareOutputs(made *generation.Created) (string, error) {
-	if g.heatmap != "" {
-		if err := made.ParentOf("heatmap", g.heatmap); err != nil {
-			return "", err
-		}
-	}
-	grid := g.gridPath()
-	if grid != "none" {
-		if err := made.ParentOf("grid", grid); err != nil {
-			return "", err
-		}
-	}
-	removed, kept, err := generation.PrepareFolder(g.out, g.overwrite, made)
+	removed, kept, err := g.outputs().Prepare(made)
 	if err != nil {
 		return "", err
 	}
@@ -277,7 +172,7 @@ func (g *generateFlags) prepareOutputs(made *generation.Created) (string, error)
 	if len(kept) > 0 {
 		fmt.Fprintf(os.Stderr, "kept %d other files in %s (fid skips files that are not images): %s\n", len(kept), g.out, strings.Join(kept, ", "))
 	}
-	return grid, nil
+	return g.outputs().GridPath(), nil
 }
 
 // request turns the flags into a generation request and the catalog of the packs it needs.

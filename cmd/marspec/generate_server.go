@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"marspec/generation"
+	"marspec/remote"
 	"marspec/render"
 )
 
@@ -43,7 +44,7 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	if err := g.checkOutputs(mode); err != nil {
+	if err := g.outputs().Check(mode); err != nil {
 		return err
 	}
 	var made generation.Created
@@ -62,7 +63,7 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	if g.quiet {
 		progressOut = nil
 	}
-	job, files, err := generateRemote(ctx, g.server, token, req.GenerateRequest, g.out, progressOut)
+	job, files, err := remote.Generate(ctx, g.server, token, req.GenerateRequest, g.out, progressOut)
 	if err != nil {
 		made.Undo()
 		if ctx.Err() != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"marspec/server/servertest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,7 @@ import (
 // leaves the files a local run leaves: the images in --out, the grid next to it, the heatmap;
 // flags only a local run takes are refused before anything is sent.
 func TestGenerateOnServer(t *testing.T) {
-	url := remoteTestServer(t, "tok")
+	url := servertest.Start(t, "tok")
 	dir := filepath.Join(t.TempDir(), "run")
 	heat := filepath.Join(t.TempDir(), "heat.png")
 	out, stderr, code := marspec(t, []string{"MARSPEC_TOKEN=tok"}, "generate", "--server", url, "--class", "trouser", "--n", "2",
@@ -55,5 +56,18 @@ func TestGenerateOnServer(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
 			t.Errorf("%v: exit %d, stderr %q; want %q", c.args, code, stderr, c.want)
 		}
+	}
+}
+
+// A refused remote request leaves no --out folder behind.
+func TestGenerateRemoteRefusedLeavesNothing(t *testing.T) {
+	url := servertest.Start(t, "tok")
+	fresh := filepath.Join(t.TempDir(), "new", "run")
+	_, stderr, code := marspec(t, []string{"MARSPEC_TOKEN=tok"}, "generate", "--server", url, "--class", "dragon", "--out", fresh)
+	if code == 0 || !strings.Contains(stderr, `class "dragon"`) {
+		t.Errorf("remote 400: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Dir(fresh)); !os.IsNotExist(err) {
+		t.Errorf("a refused remote request left %s behind", filepath.Dir(fresh))
 	}
 }

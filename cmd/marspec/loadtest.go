@@ -18,6 +18,7 @@ import (
 	"marspec/api"
 	"marspec/generation"
 	"marspec/loadtest"
+	"marspec/remote"
 	"marspec/server"
 )
 
@@ -244,7 +245,7 @@ func (f *loadFlags) pass(batching string, models *generation.Models) (loadtest.R
 		cs = append(cs, c)
 	}
 	res, err := loadtest.Drive(cs, f.mix(), batching)
-	return res, explainUnreachable(strings.Join(bases, ","), err)
+	return res, remote.ExplainUnreachable(strings.Join(bases, ","), err)
 }
 
 // mix is the requests the flags ask for.

@@ -1,10 +1,7 @@
-package main
+package remote
 
 import (
 	"bytes"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,33 +10,16 @@ import (
 	"marspec/api"
 	"marspec/generation"
 	"marspec/render"
-	"marspec/server"
-	"marspec/store"
+	"marspec/server/servertest"
 )
 
-// remoteTestServer serves the analytic test models.
-func remoteTestServer(t *testing.T, token string) string {
-	t.Helper()
-	cfg := server.DefaultConfig()
-	cfg.Token, cfg.Drain = token, 0
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	models, cat := generation.TestModels()
-	srv := server.New(cfg, server.Deps{Catalog: cat, Models: models, Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { _ = srv.Shutdown(t.Context()); hs.Close(); st.Close() })
-	return hs.URL
-}
-
 func TestGenerateRemoteWritesTheServersImages(t *testing.T) {
-	url := remoteTestServer(t, "tok")
+	url := servertest.Start(t, "tok")
 	out := t.TempDir()
 	seed := uint64(12)
 	req := api.GenerateRequest{Class: api.Classes{"trouser", "2"}, N: 2, Seed: &seed, Mode: "spec"}
 	var progress bytes.Buffer
-	g, files, err := generateRemote(t.Context(), url, "tok", req, out, &progress)
+	g, files, err := Generate(t.Context(), url, "tok", req, out, &progress)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,25 +60,17 @@ func TestGenerateRemoteWritesTheServersImages(t *testing.T) {
 }
 
 func TestGenerateRemoteErrors(t *testing.T) {
-	url := remoteTestServer(t, "tok")
+	url := servertest.Start(t, "tok")
 	req := api.GenerateRequest{Class: api.Classes{"dragon"}}
-	if _, _, err := generateRemote(t.Context(), url, "tok", req, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "class") {
+	if _, _, err := Generate(t.Context(), url, "tok", req, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "class") {
 		t.Errorf("unknown class: %v", err)
 	}
 	req = api.GenerateRequest{Class: api.Classes{"0"}}
-	if _, _, err := generateRemote(t.Context(), url, "wrong", req, t.TempDir(), nil); !api.IsStatus(err, 401) {
+	if _, _, err := Generate(t.Context(), url, "wrong", req, t.TempDir(), nil); !api.IsStatus(err, 401) {
 		t.Errorf("wrong token: %v", err)
 	}
-	if _, _, err := generateRemote(t.Context(), "ftp://x", "", req, t.TempDir(), nil); generation.Field(err) != "server" {
+	if _, _, err := Generate(t.Context(), "ftp://x", "", req, t.TempDir(), nil); generation.Field(err) != "server" {
 		t.Errorf("bad URL: %v", err)
 	}
-	// through the command: a refused remote request leaves no --out folder behind
-	fresh := filepath.Join(t.TempDir(), "new", "run")
-	_, stderr, code := marspec(t, []string{"MARSPEC_TOKEN=tok"}, "generate", "--server", url, "--class", "dragon", "--out", fresh)
-	if code == 0 || !strings.Contains(stderr, `class "dragon"`) {
-		t.Errorf("remote 400: exit %d, %q", code, stderr)
-	}
-	if _, err := os.Stat(filepath.Dir(fresh)); !os.IsNotExist(err) {
-		t.Errorf("a refused remote request left %s behind", filepath.Dir(fresh))
-	}
+
 }

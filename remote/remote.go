@@ -1,4 +1,7 @@
-package main
+// Package remote runs a generation on a marspec server for a client that wants the images in
+// a folder (`marspec generate --server`): submit, follow the events, download each PNG under
+// the name a local run gives it.
+package remote
 
 import (
 	"context"
@@ -14,21 +17,21 @@ import (
 	"marspec/generation"
 )
 
-// generateRemote runs req on the marspec server at serverURL (`generate --server URL`): it
+// Generate runs req on the marspec server at serverURL (`generate --server URL`): it
 // submits the request (waiting out a full queue as the server's Retry-After asks, a few
 // times), follows the job's events with a progress line on progress (nil: quiet), and
 // writes every image into out under the names a local run gives (NNNN_classC_slug.png), each
 // PNG as the server made it, its parameters inside. out must exist and be prepared by the
 // caller (generation.PrepareFolder). If ctx ends first, the remote job is cancelled. It
 // returns the finished job (its settings hold the seed used) and the files written.
-func generateRemote(ctx context.Context, serverURL, token string, req api.GenerateRequest, out string, progress io.Writer) (*api.Generation, []string, error) {
+func Generate(ctx context.Context, serverURL, token string, req api.GenerateRequest, out string, progress io.Writer) (*api.Generation, []string, error) {
 	c, err := api.NewClient(serverURL, token, nil)
 	if err != nil {
 		return nil, nil, &generation.FieldError{Field: "server", Value: serverURL, Allowed: "http://HOST:PORT", Reason: err.Error()}
 	}
 	g, err := submitWithRetry(ctx, c, req, 5)
 	if err != nil {
-		return nil, nil, explainUnreachable(serverURL, err)
+		return nil, nil, ExplainUnreachable(serverURL, err)
 	}
 	if progress == nil {
 		progress = io.Discard
@@ -127,9 +130,9 @@ func followJob(ctx context.Context, c *api.Client, id string, progress io.Writer
 	}
 }
 
-// explainUnreachable turns a failure to connect into a sentence naming the address and what
+// ExplainUnreachable turns a failure to connect into a sentence naming the address and what
 // must be running there; other errors (the server's own answers) pass unchanged.
-func explainUnreachable(serverURL string, err error) error {
+func ExplainUnreachable(serverURL string, err error) error {
 	var opErr *net.OpError
 	if !errors.As(err, &opErr) || opErr.Op != "dial" {
 		return err
