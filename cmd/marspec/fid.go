@@ -27,20 +27,8 @@ func runFID(args []string) error {
 		return err
 	}
 	open := func() (*fid.Evaluator, error) { return openEvaluator(rt, *evaluator) }
-	// folderStats featurizes a folder with progress, first saying which files it skips
 	folderStats := func(e *fid.Evaluator, dir string) (*fid.Accumulator, [][]float64, error) {
-		if _, others, err := fid.ListImages(dir); err == nil && len(others) > 0 {
-			fmt.Fprintf(os.Stderr, "%s: skipped %d files that are not PNG images (%s)\n", dir, len(others), listSome(others, 3))
-		}
-		var bar *progress.Reporter
-		acc, probs, err := fid.FolderStats(e, dir, func(done, total int) {
-			if bar == nil {
-				bar = progress.New(os.Stderr, "features of "+dir, "images", total, progress.Options{Quiet: *quiet})
-			}
-			bar.Add(done-bar.Count(), "")
-		})
-		bar.Done()
-		return acc, probs, err
+		return fid.FolderStats(e, dir, folderProgress(dir, *quiet))
 	}
 	if *stats != "" {
 		if *outPath == "" || fs.NArg() > 0 {
@@ -71,61 +59,32 @@ func runFID(args []string) error {
 	if fs.NArg() != 2 {
 		return fmt.Errorf("usage: marspec fid A B (each a folder of PNG images or an .npz statistics file)")
 	}
-	var e *fid.Evaluator
-	load := func(p string) (*fid.Stats, [][]float64, error) {
-		if strings.HasSuffix(p, ".npz") {
-			s, err := fid.ReadStats(p)
-			return s, nil, err
-		}
-		if e == nil {
-			var err error
-			if e, err = open(); err != nil {
-				return nil, nil, err
-			}
-		}
-		acc, probs, err := folderStats(e, p)
-		if err != nil {
-			return nil, nil, err
-		}
-		sigma, err := acc.Covariance()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %v", p, err)
-		}
-		return &fid.Stats{Mu: acc.Mean, Sigma: sigma}, probs, nil
-	}
-	a, probsA, err := load(fs.Arg(0))
+	cmp, err := fid.Compare(open, fs.Arg(0), fs.Arg(1), func(dir string) func(done, total int) {
+		return folderProgress(dir, *quiet)
+	})
 	if err != nil {
 		return err
 	}
-	b, _, err := load(fs.Arg(1))
-	if err != nil {
-		return err
-	}
-	d, err := fid.Frechet(a.Mu, a.Sigma, b.Mu, b.Sigma)
-	if err != nil {
-		return fmt.Errorf("FID between %s and %s: %v", fs.Arg(0), fs.Arg(1), err)
-	}
-	fmt.Printf("FID %.4f\n", d)
-	fmt.Println(inceptionScoreLine(fs.Arg(0), probsA))
+	fmt.Printf("FID %.4f\n", cmp.FID)
+	fmt.Println(cmp.IS)
 	return nil
 }
 
-// isSplits is how many parts IS averages over, as the field reports it.
-const isSplits = 10
-
-// inceptionScoreLine is IS of the first folder, or why it is left out.
-func inceptionScoreLine(name string, probs [][]float64) string {
-	switch {
-	case strings.HasSuffix(name, ".npz"):
-		return fmt.Sprintf("IS left out: %s is a statistics file, and IS needs each image's class probabilities", name)
-	case len(probs) < isSplits:
-		return fmt.Sprintf("IS left out: %s has %d images, and IS needs at least %d (one per split)", name, len(probs), isSplits)
+// folderProgress says which files of dir are skipped, then draws the featurizing's progress.
+func folderProgress(dir string, quiet bool) func(done, total int) {
+	if _, others, err := fid.ListImages(dir); err == nil && len(others) > 0 {
+		fmt.Fprintf(os.Stderr, "%s: skipped %d files that are not PNG images (%s)\n", dir, len(others), listSome(others, 3))
 	}
-	m, s, err := fid.ShuffledInceptionScore(probs, isSplits, 0)
-	if err != nil {
-		return fmt.Sprintf("IS left out: %v", err)
+	var bar *progress.Reporter
+	return func(done, total int) {
+		if bar == nil {
+			bar = progress.New(os.Stderr, "features of "+dir, "images", total, progress.Options{Quiet: quiet})
+		}
+		bar.Add(done-bar.Count(), "")
+		if done == total {
+			bar.Done()
+		}
 	}
-	return fmt.Sprintf("IS of %s: %.4f ± %.4f (%d splits, shuffled)", name, m, s, isSplits)
 }
 
 // listSome names up to n entries, then how many more.
