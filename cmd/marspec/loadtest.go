@@ -20,6 +20,7 @@ import (
 	"marspec/loadtest"
 	"marspec/remote"
 	"marspec/server"
+	"marspec/web"
 )
 
 // loadFlags are the settings of `marspec loadtest`.
@@ -221,7 +222,7 @@ func (f *loadFlags) pass(batching string, models *generation.Models) (loadtest.R
 		if *models == nil {
 			*models = ortModels(cfg)
 		}
-		srv, st, err := openServer(cfg, *models, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		srv, st, err := server.Open(cfg, *models, web.FS, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			return res, err
 		}
@@ -232,7 +233,7 @@ func (f *loadFlags) pass(batching string, models *generation.Models) (loadtest.R
 		}
 		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- serveUntilDone(ctx, srv, ln, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+		go func() { done <- srv.ServeUntilDone(ctx, ln, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 		defer func() { stop(); <-done }()
 		bases, token = []string{"http://" + ln.Addr().String()}, ""
 	}

@@ -2,21 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"marspec/generation"
-	"marspec/onnxrt"
 	"marspec/server"
-	"marspec/store"
 	"marspec/web"
 )
 
@@ -48,7 +43,7 @@ func runServe(args []string) error {
 	}
 	defer ln.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	srv, st, err := openServer(cfg, ortModels(cfg), log)
+	srv, st, err := server.Open(cfg, ortModels(cfg), web.FS, log)
 	if err != nil {
 		return err
 	}
@@ -62,26 +57,7 @@ func runServe(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serveUntilDone(ctx, srv, ln, log)
-}
-
-// openServer opens the model packs (the target and, unless --draft is empty, the draft) with
-// models and the data folder, and builds the server over them.
-func openServer(cfg server.Config, models generation.Models, log *slog.Logger) (*server.Server, *store.Store, error) {
-	dev, err := onnxrt.ParseDevice(cfg.Device)
-	if err != nil {
-		return nil, nil, err
-	}
-	cat, err := generation.CatalogFor(models, cfg.Target, cfg.Draft, dev.Provider(), cfg.MaxImages)
-	if err != nil {
-		return nil, nil, fmt.Errorf("opening the model packs: %w", err)
-	}
-	st, err := server.OpenStore(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	srv := server.New(cfg, server.Deps{Catalog: cat, Models: models, Store: st, UI: web.FS, Log: log})
-	return srv, st, nil
+	return srv.ServeUntilDone(ctx, ln, log)
 }
 
 // ortModels opens packs with ONNX Runtime as cfg says.
@@ -89,25 +65,3 @@ func ortModels(cfg server.Config) *generation.ORTModels {
 	return &generation.ORTModels{ORTLib: cfg.ORTLib, Provider: cfg.Device, Threads: cfg.Threads}
 }
 
-// serveUntilDone serves on ln until ctx ends (a signal), then shuts down: the scheduler drains
-// and stops first (event streams end, ?wait answers return), then the HTTP server.
-func serveUntilDone(ctx context.Context, srv *server.Server, ln net.Listener, log *slog.Logger) error {
-	hs := srv.HTTPServer()
-	failed := make(chan error, 1)
-	go func() { failed <- hs.Serve(ln) }()
-	log.Info("serving", "url", "http://"+ln.Addr().String())
-	select {
-	case err := <-failed:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: no new jobs; running ones get the drain time")
-	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	serr := srv.Shutdown(sctx)
-	herr := hs.Shutdown(sctx)
-	if errors.Is(herr, http.ErrServerClosed) {
-		herr = nil
-	}
-	return errors.Join(serr, herr)
-}
