@@ -64,4 +64,3 @@ func runServe(args []string) error {
 func ortModels(cfg server.Config) *generation.ORTModels {
 	return &generation.ORTModels{ORTLib: cfg.ORTLib, Provider: cfg.Device, Threads: cfg.Threads}
 }
-

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // Bad settings stop serve before any model is opened, naming the flag or variable.
@@ -55,4 +54,3 @@ func TestServeChecksTheAddressBeforeTheDataFolder(t *testing.T) {
 		}
 	}
 }
-
