@@ -74,3 +74,31 @@ func TestGenerateRemoteErrors(t *testing.T) {
 	}
 
 }
+
+// The grid and the acceptance map of a remote job are drawn from its downloaded images; a
+// job without speculative statistics has no map, and says so.
+func TestDrawPictures(t *testing.T) {
+	url := servertest.Start(t, "")
+	out := t.TempDir()
+	g, files, err := Generate(t.Context(), url, "", api.GenerateRequest{Class: api.Classes{"1"}, N: 2, Mode: "spec"}, out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grid, heat := filepath.Join(t.TempDir(), "grid.png"), filepath.Join(t.TempDir(), "heat.png")
+	if err := DrawPictures(g, files, grid, heat); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{grid, heat} {
+		data, err := os.ReadFile(f)
+		if err != nil || render.ReadParameters(data) != g.Settings.Params {
+			t.Errorf("%s: %v, parameters %q", f, err, render.ReadParameters(data))
+		}
+	}
+	target, files, err := Generate(t.Context(), url, "", api.GenerateRequest{Class: api.Classes{"1"}, N: 1, Mode: "target"}, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DrawPictures(target, files, "", heat); generation.Field(err) != "heatmap" {
+		t.Errorf("heatmap of a target-only job: %v", err)
+	}
+}

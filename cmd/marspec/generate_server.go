@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/png"
 	"io"
 	"os"
 	"os/signal"
@@ -14,7 +12,6 @@ import (
 
 	"marspec/generation"
 	"marspec/remote"
-	"marspec/render"
 )
 
 // localOnly are generate's flags that a server does not take: it runs its own packs and
@@ -76,30 +73,17 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 		made.File(f)
 	}
 	written := fmt.Sprintf("wrote %d images to %s", len(files), g.out)
-	if grid != "none" {
-		pics := make([]image.Image, 0, len(files))
-		for _, f := range files {
-			pic, err := readPNG(f)
-			if err != nil {
-				return err
-			}
-			pics = append(pics, pic)
-		}
-		if err := render.WritePNG(grid, generation.LayoutGrid(pics, job.Settings.Classes, job.Settings.ClassNames), job.Settings.Params); err != nil {
-			made.Undo()
-			return err
-		}
+	if grid == "none" {
+		grid = ""
+	}
+	if err := remote.DrawPictures(job, files, grid, g.heatmap); err != nil {
+		made.Undo()
+		return err
+	}
+	if grid != "" {
 		written += ", the grid to " + grid
 	}
 	if g.heatmap != "" {
-		rates, h, w, ok := generation.WireAcceptanceRates(job.Images)
-		if !ok {
-			made.Undo()
-			return &generation.FieldError{Field: "heatmap", Value: strconv.Quote(g.heatmap), Reason: "the server's job has no acceptance statistics"}
-		}
-		if err := render.WritePNG(g.heatmap, generation.HeatmapPicture(rates, h, w, job.Settings.Classes, job.Settings.ClassNames, job.Settings.Params), job.Settings.Params); err != nil {
-			return err
-		}
 		written += ", the acceptance map to " + g.heatmap
 	}
 	fmt.Fprintln(os.Stderr, written)
@@ -112,17 +96,4 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	}
 	fmt.Println(line)
 	return nil
-}
-
-func readPNG(path string) (image.Image, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	pic, err := png.Decode(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	return pic, nil
 }
