@@ -2,8 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,14 +12,11 @@ import (
 // openEmbedded opens the embedded packs with ONNX Runtime (make setup fetches it).
 func openEmbedded(t *testing.T) (target, draft *mar.Model) {
 	t.Helper()
-	lib, err := filepath.Abs("../third_party/onnxruntime/libonnxruntime.so")
-	if err != nil {
-		t.Fatal(err)
+	models, ok := generation.TestORTModels()
+	if !ok {
+		t.Skip("ONNX Runtime not set up (make setup)")
 	}
-	if _, err := os.Stat(lib); err != nil {
-		t.Skipf("ONNX Runtime not set up (make setup): %v", err)
-	}
-	models := &generation.ORTModels{ORTLib: lib, Provider: "cpu", Threads: 1}
+	var err error
 	if target, err = models.Model("target"); err == nil {
 		draft, err = models.Model("draft")
 	}

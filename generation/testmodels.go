@@ -1,6 +1,9 @@
 package generation
 
 import (
+	"os"
+	"path/filepath"
+
 	"marspec/mar"
 	"marspec/mar/analytic"
 )
@@ -35,4 +38,26 @@ func TestModelsWithExit() (Fixed, Catalog) {
 	t := analytic.WithExit(models["target"], testTargetParams(), exit)
 	t.Manifest.EarlyExit = &mar.EarlyExitSpec{Depth: 1, Blocks: 2, HiddenLen: 2}
 	return models, cat
+}
+
+// TestORTModels opens packs with the ONNX Runtime library `make setup` put in the module's
+// third_party folder (found from the working directory upwards, as a test runs in its
+// package's folder), one thread; ok is false when it is not there.
+func TestORTModels() (models *ORTModels, ok bool) {
+	dir, err := os.Getwd()
+	for err == nil {
+		if _, e := os.Stat(filepath.Join(dir, "go.mod")); e == nil {
+			lib := filepath.Join(dir, "third_party", "onnxruntime", "libonnxruntime.so")
+			if _, e := os.Stat(lib); e != nil {
+				return nil, false
+			}
+			return &ORTModels{ORTLib: lib, Provider: "cpu", Threads: 1}, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return nil, false
 }

@@ -18,14 +18,11 @@ type ortModels struct{ models *generation.ORTModels }
 
 func newORTModels(t *testing.T) ortModels {
 	t.Helper()
-	lib, err := filepath.Abs("../third_party/onnxruntime/libonnxruntime.so")
-	if err != nil {
-		t.Fatal(err)
+	models, ok := generation.TestORTModels()
+	if !ok {
+		t.Skip("ONNX Runtime not set up (make setup)")
 	}
-	if _, err := os.Stat(lib); err != nil {
-		t.Skipf("ONNX Runtime not set up (make setup): %v", err)
-	}
-	return ortModels{&generation.ORTModels{ORTLib: lib, Provider: "cpu", Threads: 1}}
+	return ortModels{models}
 }
 
 func (m ortModels) Open(pack string) (*mar.Model, error) { return m.models.Model(pack) }

@@ -203,15 +203,7 @@ func (p *Postgres) jobs(sql string, args ...any) ([]Job, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Job
-	for rows.Next() {
-		j, err := scanPgJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return collect(rows, func(r pgx.Rows) (Job, error) { return scanPgJob(r) })
 }
 
 // DeleteJob removes a job and (by the foreign key) its image records.
@@ -267,15 +259,7 @@ func (p *Postgres) Images(job string) ([]Image, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Image
-	for rows.Next() {
-		im, err := scanPgImage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, im)
-	}
-	return out, rows.Err()
+	return collect(rows, func(r pgx.Rows) (Image, error) { return scanPgImage(r) })
 }
 
 // Image returns one image record.

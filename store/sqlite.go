@@ -171,15 +171,7 @@ func (s *SQLite) jobs(query string, args ...any) ([]Job, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return collect(rows, func(r *sql.Rows) (Job, error) { return scanJob(r) })
 }
 
 // DeleteJob removes a job and its image records.
@@ -236,15 +228,7 @@ func (s *SQLite) Images(job string) ([]Image, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Image
-	for rows.Next() {
-		im, err := scanImage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, im)
-	}
-	return out, rows.Err()
+	return collect(rows, func(r *sql.Rows) (Image, error) { return scanImage(r) })
 }
 
 // Image returns one image record.
