@@ -69,19 +69,33 @@ func runFID(args []string) error {
 		return nil
 	}
 	if fs.NArg() != 2 {
-		return fmt.Errorf("usage: marspec fid A B (each a folder of PNG images or an .npz statistics file)")
+		return fmt.Errorf("usage: marspec fid A B (each a folder of PNG images or an .npz of statistics (mu, sigma) or of images (arr_0, ADM's reference batches))")
 	}
 	var e *fid.Evaluator
-	load := func(p string) (*fid.Stats, [][]float64, error) {
-		if strings.HasSuffix(p, ".npz") {
-			s, err := fid.ReadStats(p)
-			return s, nil, err
-		}
+	// the evaluator opens once, and only for a folder or an .npz of images (ADM's arr_0)
+	opened := func() (*fid.Evaluator, error) {
 		if e == nil {
 			var err error
 			if e, err = open(); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
+		}
+		return e, nil
+	}
+	load := func(p string) (*fid.Stats, [][]float64, error) {
+		if strings.HasSuffix(p, ".npz") {
+			var bar *progress.Reporter
+			s, err := fid.ReadReference(p, opened, func(done, total int) {
+				if bar == nil {
+					bar = progress.New(os.Stderr, "features of "+p+" arr_0", "images", total, progress.Options{Quiet: *quiet})
+				}
+				bar.Add(done-bar.Count(), "")
+			})
+			bar.Done()
+			return s, nil, err
+		}
+		if _, err := opened(); err != nil {
+			return nil, nil, err
 		}
 		acc, probs, err := folderStats(e, p)
 		if err != nil {
