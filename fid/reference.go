@@ -54,7 +54,7 @@ func arrayStats(f *npz.Reader, path string, e *Evaluator, progress func(done, to
 		return nil, fmt.Errorf("%s arr_0: %v", path, err)
 	}
 	d := r.Header.Descr
-	if d.Type != "|u1" || d.Fortran || len(d.Shape) != 4 || (d.Shape[3] != 1 && d.Shape[3] != 3) || d.Shape[1] < 1 || d.Shape[2] < 1 {
+	if dtype := strings.Trim(d.Type, `'"`); (dtype != "|u1" && dtype != "u1") || d.Fortran || len(d.Shape) != 4 || (d.Shape[3] != 1 && d.Shape[3] != 3) || d.Shape[1] < 1 || d.Shape[2] < 1 {
 		return nil, fmt.Errorf("%s arr_0 is %s %v%s; reference images must be uint8 [N,H,W,C] in C order with C 1 or 3 (ADM's layout)",
 			path, d.Type, d.Shape, map[bool]string{true: " in Fortran order"}[d.Fortran])
 	}
