@@ -18,7 +18,7 @@ import (
 
 // The standard evaluator with random weights (scripts/test_export_inception.py makes the
 // fixtures): its ONNX graph against PyTorch, marspec's TF1 resize against NumPy's, folders of
-// 256x256 (and other) PNGs end to end, ADM's reference layouts, and FID against SciPy.
+// 256x256 (and other) PNGs end to end, ADM's reference layouts, and FID against NumPy.
 func TestInceptionEvaluator(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
@@ -158,7 +158,7 @@ func TestInceptionEvaluator(t *testing.T) {
 		}
 	})
 
-	t.Run("fid-vs-scipy", func(t *testing.T) {
+	t.Run("fid-vs-numpy", func(t *testing.T) {
 		accB, _, err := fid.FolderStats(ev, filepath.Join(dir, "b"), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -169,22 +169,22 @@ func TestInceptionEvaluator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// SciPy on the same features, dumped from Go
+		// NumPy on the same features, dumped from Go
 		pa, pb := filepath.Join(dir, "fa.npy"), filepath.Join(dir, "fb.npy")
 		writeNpy(t, pa, folderFeatures(t, ev, files))
 		filesB, _ := fid.ImageFiles(filepath.Join(dir, "b"))
 		writeNpy(t, pb, folderFeatures(t, ev, filesB))
 		out, err := exec.Command(python, "test_export_inception.py", "--fid", pa, pb).Output()
 		if err != nil {
-			t.Fatalf("scipy FID: %v", err)
+			t.Fatalf("NumPy FID: %v", err)
 		}
 		var ref struct{ FID float64 }
 		if err := json.Unmarshal(out, &ref); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("FID Go %.10g, SciPy %.10g", got, ref.FID)
+		t.Logf("FID Go %.10g, NumPy %.10g", got, ref.FID)
 		if relErr(got, ref.FID) > 1e-6 {
-			t.Fatalf("FID Go %.10g, SciPy %.10g (relative %.2g, allowed 1e-6)", got, ref.FID, relErr(got, ref.FID))
+			t.Fatalf("FID Go %.10g, NumPy %.10g (relative %.2g, allowed 1e-6)", got, ref.FID, relErr(got, ref.FID))
 		}
 	})
 }

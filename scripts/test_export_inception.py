@@ -87,8 +87,7 @@ def fid(path_a, path_b):
     fa, fb = np.load(path_a).astype(np.float64), np.load(path_b).astype(np.float64)
     a, b = fa - fa.mean(0), fb - fb.mean(0)
     s1, s2 = np.cov(fa, rowvar=False), np.cov(fb, rowvar=False)
-    from scipy import linalg
-    tr_sqrt = linalg.svdvals(a @ b.T).sum() / np.sqrt((len(fa) - 1) * (len(fb) - 1))
+    tr_sqrt = np.linalg.svd(a @ b.T, compute_uv=False).sum() / np.sqrt((len(fa) - 1) * (len(fb) - 1))
     d = fa.mean(0) - fb.mean(0)
     print(json.dumps({"fid": float(d @ d + np.trace(s1) + np.trace(s2) - 2 * tr_sqrt)}))
 
