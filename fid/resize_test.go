@@ -1,11 +1,11 @@
 package fid
 
 import (
+	"strings"
+	"testing"
 	"testing/fstest"
 
 	"marspec/onnxrt"
-	"strings"
-	"testing"
 )
 
 // TF1's legacy rule by hand: source = destination * in/out with no half-pixel offset, so
