@@ -109,6 +109,35 @@ func TestInceptionEvaluator(t *testing.T) {
 		}
 	})
 
+	t.Run("flat-slices", func(t *testing.T) {
+		// eval hands generated images over as bare [C][S][S] slices: the size follows from
+		// the length, colour and grey alike
+		var flat [][]uint8
+		var ims []fid.Image
+		for _, f := range files[5:7] { // 05: 256x256 RGB, 06: the grey one
+			im, err := fid.ReadImage(f, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ims = append(ims, im)
+		}
+		flat = append(flat, ims[0].Pix, ims[1].Pix[:256*256])
+		got, _, err := ev.Evaluate(flat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, err := ev.EvaluateImages(ims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			scaledErr(t, "flat slice features", got[i], want[i], 0)
+		}
+		if _, _, err := ev.Evaluate([][]uint8{make([]uint8, 3*256*255)}); err == nil || !strings.Contains(err.Error(), "no square image") {
+			t.Fatalf("a non-square flat slice: %v", err)
+		}
+	})
+
 	t.Run("adm-images", func(t *testing.T) {
 		accB, _, err := fid.FolderStats(ev, filepath.Join(dir, "b"), nil)
 		if err != nil {
