@@ -216,7 +216,7 @@ def load_weights(model, path):
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     state = {k: v for k, v in state.items() if not k.endswith("num_batches_tracked") and not k.startswith("AuxLogits.")}
-    want = model.state_dict()
+    want = {k: v for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
     missing = sorted(set(want) - set(state))
     unexpected = sorted(set(state) - set(want))
     wrong = sorted(k for k in set(want) & set(state) if tuple(state[k].shape) != tuple(want[k].shape))
@@ -231,7 +231,9 @@ def load_weights(model, path):
         if wrong:
             problems.append("wrong shape %d (%s)" % (len(wrong), some(["%s %s, want %s" % (k, tuple(state[k].shape), tuple(want[k].shape)) for k in wrong])))
         sys.exit("%s is not an FID Inception state dict with pytorch-fid's names (pt_inception-2015-12-05): %s" % (path, "; ".join(problems)))
-    model.load_state_dict(state)
+    # the counters (absent from older files) are all strict loading would miss; the rest was
+    # checked above, tensor by tensor
+    model.load_state_dict(state, strict=False)
 
 
 def manifest(name, source):

@@ -3,7 +3,9 @@
   /usr/bin/python3 scripts/test_export_inception.py --out DIR
   /usr/bin/python3 scripts/test_export_inception.py --fid A.npy B.npy
 
---out exports a random FID Inception pack to DIR/pack (export_inception.py --random) and writes:
+--out checks that --weights loading takes pytorch-fid's names and refuses a file missing a
+tensor, exports a random FID Inception pack to DIR/pack (as export_inception.py --random does)
+and writes:
   DIR/a, DIR/b        8 PNGs each: a has 256x256 RGB, one grey 256x256 and one 150x200 RGB
                       image; b has 8 RGB 256x256 images
   DIR/resized.npy     float32 [8,3,299,299]: folder a resized by tf1_resize below, 0-255
@@ -44,6 +46,32 @@ def tf1_resize(img, out_h, out_w):
     return top + (bottom - top) * yl[:, None]
 
 
+def check_weights_loading(model, out):
+    """--weights reads pytorch-fid's names (with the batch-norm counters and an auxiliary head
+    a torchvision-layout file may carry) and refuses a file missing a tensor, naming it."""
+    import torch
+    import export_inception as ei
+
+    state = dict(model.state_dict())
+    state["Conv2d_1a_3x3.bn.num_batches_tracked"] = torch.tensor(0)
+    state["AuxLogits.fc.weight"] = torch.zeros(1008, 768)
+    path = os.path.join(out, "weights.pth")
+    torch.save(state, path)
+    fresh = ei.FIDInception()
+    ei.load_weights(fresh, path)
+    for k, v in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[k], v), "load_weights changed " + k
+    del state["Mixed_7c.branch_pool.conv.weight"]
+    torch.save(state, path)
+    try:
+        ei.load_weights(ei.FIDInception(), path)
+    except SystemExit as e:
+        assert "missing 1 (Mixed_7c.branch_pool.conv.weight)" in str(e), str(e)
+    else:
+        raise AssertionError("a state dict without Mixed_7c.branch_pool.conv.weight was loaded")
+    os.remove(path)
+
+
 def fixtures(out):
     import torch
     import export_inception as ei
@@ -53,6 +81,8 @@ def fixtures(out):
     model = ei.FIDInception()
     ei.randomise(model, seed=3)
     ei.export(model, os.path.join(out, "pack"), "inception-random", "random weights, seed 3 (tests only)")
+
+    check_weights_loading(model, out)
 
     rng = np.random.default_rng(7)
     a = [rng.integers(0, 256, (256, 256, 3), dtype=np.uint8) for _ in range(6)]
