@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -135,6 +136,35 @@ func TestInceptionEvaluator(t *testing.T) {
 		}
 		if _, _, err := ev.Evaluate([][]uint8{make([]uint8, 3*256*255)}); err == nil || !strings.Contains(err.Error(), "no square image") {
 			t.Fatalf("a non-square flat slice: %v", err)
+		}
+	})
+
+	t.Run("cli", func(t *testing.T) {
+		// `marspec fid --evaluator PACK --stats FOLDER`: the folder of 256x256 and other PNGs
+		// through the command gives the statistics the package gives
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		bin := filepath.Join(t.TempDir(), "marspec")
+		if out, err := exec.Command(gobin, "build", "-o", bin, "marspec/cmd/marspec").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		statsPath := filepath.Join(t.TempDir(), "a.npz")
+		cmd := exec.Command(bin, "fid", "--evaluator", filepath.Join(dir, "pack"), "--stats", filepath.Join(dir, "a"), "-o", statsPath, "--quiet")
+		cmd.Env = append(os.Environ(), "MARSPEC_ORT_LIB="+lib)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("marspec fid --stats: %v\n%s", err, out)
+		}
+		st, err := fid.ReadStats(statsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2048; i += 101 {
+			// float32 features; the command may run other thread counts, so other sum orders
+			if math.Abs(st.Mu[i]-accA.Mean[i]) > 1e-5*math.Max(math.Abs(accA.Mean[i]), 1) {
+				t.Fatalf("mu %d from the command %g, from the package %g", i, st.Mu[i], accA.Mean[i])
+			}
 		}
 	})
 
