@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// Comparison is `marspec fid A B`: FID between two sides (folders of PNG images or .npz
-// statistics files) and IS of the first side, or why IS is left out.
+// Comparison is `marspec fid A B`: FID between two sides (folders of PNG images, .npz
+// statistics, or .npz images in ADM's arr_0 layout) and IS of the first side, or why IS is left out.
 type Comparison struct {
 	FID float64
 	IS  string // "IS of A: m ± s (10 splits, shuffled)" or "IS left out: <why>"
@@ -19,20 +19,27 @@ const ISSplits = 10
 // a folder needs it; features reports each folder's progress) and compares them.
 func Compare(open func() (*Evaluator, error), a, b string, features func(dir string) func(done, total int)) (Comparison, error) {
 	var e *Evaluator
-	load := func(p string) (*Stats, [][]float64, error) {
-		if strings.HasSuffix(p, ".npz") {
-			s, err := ReadStats(p)
-			return s, nil, err
-		}
+	// the evaluator opens once, and only for a folder or an .npz of images (ADM's arr_0)
+	opened := func() (*Evaluator, error) {
 		if e == nil {
 			var err error
 			if e, err = open(); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
+		return e, nil
+	}
+	load := func(p string) (*Stats, [][]float64, error) {
 		var progress func(done, total int)
 		if features != nil {
 			progress = features(p)
+		}
+		if strings.HasSuffix(p, ".npz") {
+			s, err := ReadReference(p, opened, progress)
+			return s, nil, err
+		}
+		if _, err := opened(); err != nil {
+			return nil, nil, err
 		}
 		acc, probs, err := FolderStats(e, p, progress)
 		if err != nil {

@@ -13,19 +13,25 @@ func FolderStats(e *Evaluator, dir string, progress func(done, total int)) (*Acc
 		return nil, nil, err
 	}
 	in := e.Manifest.Input
+	if in.Channels != 1 && in.Channels != 3 {
+		return nil, nil, fmt.Errorf("evaluator takes %d channels; PNG folders give 1 or 3", in.Channels)
+	}
 	acc := NewAccumulator(e.Manifest.Features.Dim)
 	var probs [][]float64
 	for start := 0; start < len(files); start += evalBatch {
 		end := min(start+evalBatch, len(files))
-		batch := make([][]uint8, 0, end-start)
+		batch := make([]Image, 0, end-start)
 		for _, f := range files[start:end] {
-			px, err := LoadImage(f, in.Height, in.Width, in.Channels)
+			im, err := ReadImage(f, in.Channels)
 			if err != nil {
 				return nil, nil, err
 			}
-			batch = append(batch, px)
+			if err := e.Accepts(im); err != nil {
+				return nil, nil, fmt.Errorf("%s: %v", f, err)
+			}
+			batch = append(batch, im)
 		}
-		feats, p, err := e.Evaluate(batch)
+		feats, p, err := e.EvaluateImages(batch)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -44,12 +44,14 @@ func Frechet(mu1 []float64, sigma1 mat.Symmetric, mu2 []float64, sigma2 mat.Symm
 	for _, v := range vals {
 		scale = math.Max(scale, math.Abs(v))
 	}
-	traceSqrt := 0.0
+	traceSqrt, tol := 0.0, rankTolerance(len(vals), scale)
 	for _, v := range vals {
 		if v < -1e-8*math.Max(scale, 1) {
 			return 0, fmt.Errorf("covariance product has eigenvalue %g < 0: not positive semi-definite", v)
 		}
-		traceSqrt += math.Sqrt(math.Max(v, 0))
+		if v > tol {
+			traceSqrt += math.Sqrt(v)
+		}
 	}
 	dist, traces := 0.0, 0.0
 	for i := 0; i < d; i++ {
@@ -74,6 +76,14 @@ func eigenvalues(s mat.Symmetric) ([]float64, error) {
 	return eig.Values(nil), nil
 }
 
+// rankTolerance is the size below which an eigenvalue of a d x d symmetric matrix whose
+// largest is scale is rounding, not signal (NumPy's matrix_rank rule, d * eps * largest): with
+// fewer images than feature dimensions (a quick run at 2048-d) most true eigenvalues are zero,
+// and the square roots of their rounding noise would otherwise add up to a visible error.
+func rankTolerance(d int, scale float64) float64 {
+	return float64(d) * 0x1p-52 * scale
+}
+
 // symSqrt is the symmetric positive semi-definite square root V diag(sqrt(l)) V^T.
 func symSqrt(s mat.Symmetric) (*mat.Dense, error) {
 	var eig mat.EigenSym
@@ -87,8 +97,8 @@ func symSqrt(s mat.Symmetric) (*mat.Dense, error) {
 	for _, v := range vals {
 		scale = math.Max(scale, math.Abs(v))
 	}
-	d := len(vals)
-	root := mat.NewDense(d, d, nil)
+	d, tol := len(vals), rankTolerance(len(vals), scale)
+	scaled := mat.DenseCopyOf(&vecs) // V diag(sqrt(l)), then times V^T
 	for k, v := range vals {
 		if math.IsNaN(v) {
 			return nil, fmt.Errorf("covariance has NaN entries")
@@ -96,12 +106,15 @@ func symSqrt(s mat.Symmetric) (*mat.Dense, error) {
 		if v < -1e-8*math.Max(scale, 1) {
 			return nil, fmt.Errorf("eigenvalue %g < 0: not positive semi-definite", v)
 		}
-		r := math.Sqrt(math.Max(v, 0))
+		r := 0.0
+		if v > tol {
+			r = math.Sqrt(v)
+		}
 		for i := 0; i < d; i++ {
-			for j := 0; j < d; j++ {
-				root.Set(i, j, root.At(i, j)+r*vecs.At(i, k)*vecs.At(j, k))
-			}
+			scaled.Set(i, k, scaled.At(i, k)*r)
 		}
 	}
+	root := mat.NewDense(d, d, nil)
+	root.Mul(scaled, vecs.T())
 	return root, nil
 }

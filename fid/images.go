@@ -45,19 +45,30 @@ func ListImages(dir string) (images, others []string, err error) {
 // LoadImage reads a PNG and returns its pixels [C][H][W] for an evaluator of the given size.
 // Grids (grid.png) and images of another size are refused with the file named.
 func LoadImage(path string, height, width, channels int) ([]uint8, error) {
-	f, err := os.Open(path)
+	im, err := ReadImage(path, channels)
 	if err != nil {
 		return nil, err
+	}
+	if im.Width != width || im.Height != height {
+		return nil, fmt.Errorf("%s: image is %dx%d, the evaluator needs %dx%d", path, im.Width, im.Height, width, height)
+	}
+	return im.Pix, nil
+}
+
+// ReadImage reads a PNG at its own size with 1 channel (grey) or 3 (RGB; a grey PNG gives
+// three equal channels, alpha is dropped).
+func ReadImage(path string, channels int) (Image, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Image{}, err
 	}
 	defer f.Close()
 	img, _, err := image.Decode(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a readable PNG: %v", path, err)
+		return Image{}, fmt.Errorf("%s: not a readable PNG: %v", path, err)
 	}
 	b := img.Bounds()
-	if b.Dx() != width || b.Dy() != height {
-		return nil, fmt.Errorf("%s: image is %dx%d, the evaluator needs %dx%d", path, b.Dx(), b.Dy(), width, height)
-	}
+	height, width := b.Dy(), b.Dx()
 	out := make([]uint8, channels*height*width)
 	for y := 0; y < height; y++ {
 		for x := 0; x < width; x++ {
@@ -72,5 +83,5 @@ func LoadImage(path string, height, width, channels int) ([]uint8, error) {
 			}
 		}
 	}
-	return out, nil
+	return Image{Pix: out, Height: height, Width: width, Channels: channels}, nil
 }

@@ -136,7 +136,7 @@ type frontierRow struct {
 }
 
 func reportFrontier(dir string, s FrontierSettings, gens []chunkGenerator, ev *fid.Evaluator, reference string, w io.Writer) error {
-	ref, err := loadReference(reference)
+	ref, err := loadReference(reference, ev)
 	if err != nil {
 		return err
 	}
@@ -176,9 +176,11 @@ func reportFrontier(dir string, s FrontierSettings, gens []chunkGenerator, ev *f
 	return writeFrontierReport(dir, s, rows, ev.Manifest.Name, w)
 }
 
-func loadReference(path string) (*fid.Stats, error) {
+// loadReference reads the reference statistics: the embedded test set's when path is "", an
+// .npz of mu and sigma, or of images in ADM's arr_0 layout (scored by the run's evaluator).
+func loadReference(path string, ev *fid.Evaluator) (*fid.Stats, error) {
 	if path == "" {
 		return embeddedReference()
 	}
-	return fid.ReadStats(path)
+	return fid.ReadReference(path, func() (*fid.Evaluator, error) { return ev, nil }, nil)
 }

@@ -165,13 +165,7 @@ type configResult struct {
 
 func reportRun(dir string, s Settings, gens []chunkGenerator, ev *fid.Evaluator, reference string, w io.Writer) error {
 	chunks := (s.N + s.Chunk - 1) / s.Chunk
-	var ref *fid.Stats
-	var err error
-	if reference == "" {
-		ref, err = embeddedReference()
-	} else {
-		ref, err = fid.ReadStats(reference)
-	}
+	ref, err := loadReference(reference, ev)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func runFID(args []string) error {
 		return nil
 	}
 	if fs.NArg() != 2 {
-		return fmt.Errorf("usage: marspec fid A B (each a folder of PNG images or an .npz statistics file)")
+		return fmt.Errorf("usage: marspec fid A B (each a folder of PNG images or an .npz of statistics (mu, sigma) or of images (arr_0, ADM's reference batches))")
 	}
 	cmp, err := fid.Compare(open, fs.Arg(0), fs.Arg(1), func(dir string) func(done, total int) {
 		return folderProgress(dir, *quiet)
