@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The head samplers' first look (docs/FRONTIER.md): target alone, num_iter 4, CFG 1, seed 1,
+# 1,000 images per sampler and step count, one thread, then FID against the embedded test set.
+# usage: make build && bash scripts/sampler_firstlook.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for steps in 25 10 5; do for s in "ddpm" "ddim --eta 0" "ddim --eta 1"; do
+  name=$(echo "$s" | tr -d ' -'); out=out/samplers/$steps-$name; rm -rf $out
+  t0=$(date +%s.%N)
+  ./bin/marspec generate --model target --num-iter 4 --steps $steps --sampler $s --class all --n 100 --seed 1 --threads 1 --grid none --quiet --out $out > /dev/null 2>&1
+  t1=$(date +%s.%N)
+  f=$(./bin/marspec fid --quiet $out models/evaluator/fmnist_test_stats.npz | head -1)
+  echo "steps $steps sampler $s: $(python3 -c "print(f'{1000/($t1-$t0):.1f}')") images/s, $f"
+done; done
