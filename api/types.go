@@ -26,8 +26,6 @@ type GenerateRequest struct {
 	Steps          *int     `json:"steps,omitempty"`
 	StepsLate      *int     `json:"steps_late,omitempty"` // diffusion steps of the last AR step (annealing); 0 = off
 	FinalStepNoise *bool    `json:"final_step_noise,omitempty"`
-	Sampler        string   `json:"sampler,omitempty"` // the head's reverse step: ddpm (default) or ddim
-	Eta            *float64 `json:"eta,omitempty"`     // ddim only: 0 deterministic to 1
 
 	// speculative decoding (mode spec)
 	Gamma            Gamma    `json:"gamma,omitempty"`
@@ -140,8 +138,6 @@ type Settings struct {
 	NumIter     int      `json:"num_iter"`
 	Steps       int      `json:"steps"`
 	FinalNoise  bool     `json:"final_step_noise"`
-	Sampler     string   `json:"sampler,omitempty"` // ddim when not the default ddpm
-	Eta         *float64 `json:"eta,omitempty"`     // with sampler ddim
 	Spec        *Spec    `json:"spec,omitempty"`
 	Params      string   `json:"params"` // the text stamped into every PNG
 }

@@ -7,22 +7,7 @@ type StepOptions struct {
 	ClipX0         bool    // clip the x0 prediction to [-1, 1] (pixel tokens)
 	Temperature    float64 // multiplies the standard deviation; <= 0 means 1, so the zero value is MAR's default
 	FinalStepNoise bool    // give the last step (k = 0) its variance; MAR adds no noise there
-	// Sampler is the reverse step: "" or SamplerDDPM (MAR's), or SamplerDDIM with Eta.
-	Sampler string
-	// Eta scales DDIM's noise: 0 deterministic, 1 the DDPM posterior's variance (fixed, not
-	// the head's learned one).
-	Eta float64
 }
-
-// The head samplers. DDPM's every step is a Gaussian given the previous state, with the
-// head's learned variance. DDIM's steps are Gaussian with variance eta^2 * beta-tilde, but its
-// last step has none whatever eta (alphabar before step 0 is 1: x is the x0 prediction), so
-// it has no density there: speculative decoding, which compares the step densities of draft
-// and target, runs DDPM only.
-const (
-	SamplerDDPM = "ddpm"
-	SamplerDDIM = "ddim"
-)
 
 // Posterior fills the mean and log-variance of the Gaussian the reverse step k samples from,
 // given x_t and the head's epsilon and variance interpolation v in [-1, 1]. logVar includes
@@ -32,10 +17,6 @@ func (s *Schedule) Posterior(k int, xt []float64, eps, v []float32, opt StepOpti
 	tempLog := 0.0
 	if opt.Temperature > 0 && opt.Temperature != 1 {
 		tempLog = 2 * math.Log(opt.Temperature)
-	}
-	if opt.Sampler == SamplerDDIM {
-		s.ddimPosterior(k, xt, eps, opt, tempLog, mean, logVar)
-		return
 	}
 	for i, x := range xt {
 		// float64(...) around products forbids fused multiply-adds, which the reference
@@ -50,29 +31,6 @@ func (s *Schedule) Posterior(k int, xt []float64, eps, v []float32, opt StepOpti
 	}
 }
 
-// ddimPosterior is DDIM's step (Song et al. 2021, eq. 12): the x0 prediction moved to the
-// previous noise level along the predicted noise, plus eta-scaled fresh noise. The noise is
-// recomputed from the (clipped) x0, so that clipping keeps x_{k-1} consistent with it.
-// logVar is -Inf where the step adds no noise (eta 0, and always the last step).
-func (s *Schedule) ddimPosterior(k int, xt []float64, eps []float32, opt StepOptions, tempLog float64, mean, logVar []float64) {
-	ab, abPrev := s.acp[k], 1.0
-	if k > 0 {
-		abPrev = s.acp[k-1]
-	}
-	sigma2 := opt.Eta * opt.Eta * (1 - abPrev) / (1 - ab) * (1 - ab/abPrev)
-	lv := math.Log(sigma2) + tempLog
-	dir := math.Sqrt(math.Max(0, 1-abPrev-sigma2))
-	for i, x := range xt {
-		x0 := s.sqrtRecipAcp[k]*x - s.sqrtRecipM1Acp[k]*float64(eps[i])
-		if opt.ClipX0 {
-			x0 = math.Max(-1, math.Min(1, x0))
-		}
-		e := (x - math.Sqrt(ab)*x0) / math.Sqrt(1-ab)
-		mean[i] = math.Sqrt(abPrev)*x0 + dir*e
-		logVar[i] = lv
-	}
-}
-
 // Step draws x_{k-1} = mean + exp(logVar/2)*noise into out. At k = 0 MAR adds no noise and
 // returns the mean, unless FinalStepNoise asks for a proper Gaussian last step.
 func (s *Schedule) Step(k int, mean, logVar, noise, out []float64, opt StepOptions) {
@@ -81,10 +39,6 @@ func (s *Schedule) Step(k int, mean, logVar, noise, out []float64, opt StepOptio
 		return
 	}
 	for i := range out {
-		if math.IsInf(logVar[i], -1) { // no noise at this step (DDIM)
-			out[i] = mean[i]
-			continue
-		}
 		out[i] = mean[i] + float64(math.Exp(0.5*logVar[i])*noise[i])
 	}
 }

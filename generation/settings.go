@@ -6,7 +6,6 @@ import (
 
 	"marspec/api"
 	"marspec/arsampler"
-	"marspec/diffusion"
 )
 
 // Settings is the plan as the wire reports it.
@@ -15,10 +14,6 @@ func (p Plan) Settings() api.Settings {
 	s := api.Settings{Mode: p.Mode, Preset: p.Preset, Target: p.Pack, Classes: p.Classes, ClassNames: p.ClassNames,
 		Seed: o.Seed, CFG: o.CFG, CFGSchedule: o.CFGSchedule, Temperature: o.Temperature, NumIter: o.NumIter,
 		Steps: o.Steps, FinalNoise: o.FinalStepNoise, Params: p.Params()}
-	if o.Sampler == diffusion.SamplerDDIM {
-		eta := o.Eta
-		s.Sampler, s.Eta = o.Sampler, &eta
-	}
 	if p.Spec != nil {
 		s.Draft = p.DraftSource()
 		c := p.Spec
@@ -46,9 +41,6 @@ func (p Plan) Params() string {
 		o.Seed, o.CFG, o.CFGSchedule, o.Temperature, o.NumIter, o.Steps, o.FinalStepNoise || p.Spec != nil))
 	if o.StepsLate != 0 { // only when set, so the text of a plain request never changes
 		parts = append(parts, fmt.Sprintf("steps_late=%d", o.StepsLate))
-	}
-	if o.Sampler == diffusion.SamplerDDIM { // likewise: DDPM's images keep their text
-		parts = append(parts, fmt.Sprintf("sampler=ddim eta=%g", o.Eta))
 	}
 	if c := p.Spec; c != nil {
 		align := "on"

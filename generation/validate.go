@@ -12,7 +12,6 @@ import (
 	"marspec/align"
 	"marspec/api"
 	"marspec/arsampler"
-	"marspec/diffusion"
 	"marspec/mar"
 	"marspec/onnxrt"
 )
@@ -164,10 +163,6 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	}
 	if cat.Draft == nil && !req.SelfDraft && !req.EarlyExit {
 		return p, fieldErr("mode", mode, "target", "no draft model is loaded")
-	}
-	if p.Options.Sampler == diffusion.SamplerDDIM {
-		return p, fieldErr("sampler", p.Options.Sampler, "ddpm (or omit it) in mode spec",
-			"DDIM's last step adds no noise, so the step densities speculative decoding compares do not exist")
 	}
 	if p.Options.NumIter != L {
 		return p, fieldErr("num_iter", p.Options.NumIter, fmt.Sprintf("omit it, or %d", L), "spec mode decodes one token per AR step")
@@ -373,22 +368,6 @@ func samplingOptions(req Request, man *mar.Manifest, pre Preset) (mar.Options, e
 	}
 	if req.FinalStepNoise != nil {
 		opt.FinalStepNoise = *req.FinalStepNoise
-	}
-	switch req.Sampler {
-	case "", diffusion.SamplerDDPM:
-		if req.Eta != nil {
-			return opt, fieldErr("eta", *req.Eta, "omit it, or use sampler ddim", "eta applies to sampler ddim only")
-		}
-	case diffusion.SamplerDDIM:
-		opt.Sampler = diffusion.SamplerDDIM
-		if req.Eta != nil {
-			if v := *req.Eta; !finite(v) || v < 0 || v > 1 {
-				return opt, fieldErr("eta", v, "0 (deterministic) to 1", "")
-			}
-			opt.Eta = *req.Eta
-		}
-	default:
-		return opt, fieldErr("sampler", strconv.Quote(req.Sampler), "ddpm, ddim", "unknown")
 	}
 	return opt, nil
 }

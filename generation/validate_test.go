@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"testing"
 
@@ -181,60 +180,4 @@ func TestPNGCarriesParameters(t *testing.T) {
 			t.Errorf("parameters %q lack %q", got, want)
 		}
 	}
-}
-
-// The head sampler: ddim with eta is checked like every field, stamped into the images'
-// text only when it is not the default, and refused in spec mode (no density at its last
-// step); an image depends on the sampler and nothing else changes.
-func TestSamplerField(t *testing.T) {
-	models, cat := TestModels()
-	seed, eta := uint64(3), 0.5
-	base := api.GenerateRequest{Class: api.Classes{"1"}, N: 2, Seed: &seed, Mode: ModeTarget}
-	ddpm, err := Validate(base, cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withDDIM := base
-	withDDIM.Sampler, withDDIM.Eta = "ddim", &eta
-	ddim, err := Validate(withDDIM, cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(ddpm.Params(), "sampler") || !strings.Contains(ddim.Params(), "sampler=ddim eta=0.5") {
-		t.Errorf("params: %q / %q", ddpm.Params(), ddim.Params())
-	}
-	if st := ddim.Settings(); st.Sampler != "ddim" || st.Eta == nil || *st.Eta != 0.5 {
-		t.Errorf("settings %+v", st)
-	}
-	run := func(p Plan) []uint8 {
-		gen, err := NewGenerator(p, models, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := gen.Generate(t.Context(), p.Classes, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Images[0].Pixels
-	}
-	if a, b := run(ddim), run(ddim); !slices.Equal(a, b) {
-		t.Error("ddim is not deterministic in the seed")
-	}
-	if slices.Equal(run(ddim), run(ddpm)) {
-		t.Error("ddim made the same tokens as ddpm")
-	}
-	bad := func(edit func(*api.GenerateRequest), field string) {
-		t.Helper()
-		r := base
-		edit(&r)
-		if _, err := Validate(r, cat); Field(err) != field {
-			t.Errorf("%+v: error %v, want one on %s", r, err, field)
-		}
-	}
-	big, neg := 1.5, -0.1
-	bad(func(r *api.GenerateRequest) { r.Sampler = "euler" }, "sampler")
-	bad(func(r *api.GenerateRequest) { r.Eta = &eta }, "eta")
-	bad(func(r *api.GenerateRequest) { r.Sampler, r.Eta = "ddim", &big }, "eta")
-	bad(func(r *api.GenerateRequest) { r.Sampler, r.Eta = "ddim", &neg }, "eta")
-	bad(func(r *api.GenerateRequest) { r.Mode, r.Sampler = ModeSpec, "ddim" }, "sampler")
 }

@@ -35,9 +35,7 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 	if n == 0 {
 		return nil
 	}
-	// the fused graph implements DDPM's step only; other samplers take the per-step path
-	ddpm := d.Options.Sampler == "" || d.Options.Sampler == diffusion.SamplerDDPM
-	if lh, ok := d.Head.(LoopHead); ok && !d.PerStep && ddpm {
+	if lh, ok := d.Head.(LoopHead); ok && !d.PerStep {
 		if loop := lh.HeadLoop(); loop != nil {
 			return d.runFused(loop, rows, x0, traces)
 		}

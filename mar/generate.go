@@ -34,10 +34,6 @@ type Options struct {
 	// FinalStepNoise gives the last diffusion step its variance (MAR adds none). Speculative
 	// decoding needs a Gaussian last step; a target-only baseline compared with it must match.
 	FinalStepNoise bool
-	// Sampler is the head's reverse step: "" or "ddpm" (MAR's), or "ddim" with Eta in [0, 1]
-	// (diffusion.StepOptions). Only DDPM runs in the fused head graph and in spec mode.
-	Sampler string
-	Eta     float64
 }
 
 // Image is one generated image.
@@ -89,18 +85,6 @@ func (m *Model) Validate(opt *Options) error {
 	if opt.Batch < 0 {
 		return fmt.Errorf("batch %d must be positive", opt.Batch)
 	}
-	switch opt.Sampler {
-	case "", diffusion.SamplerDDPM:
-		if opt.Eta != 0 {
-			return fmt.Errorf("eta %g applies to sampler ddim only", opt.Eta)
-		}
-	case diffusion.SamplerDDIM:
-		if !(opt.Eta >= 0 && opt.Eta <= 1) {
-			return fmt.Errorf("eta %g out of range (allowed: 0 to 1)", opt.Eta)
-		}
-	default:
-		return fmt.Errorf("sampler %q unknown (allowed: ddpm, ddim)", opt.Sampler)
-	}
 	return nil
 }
 
@@ -122,7 +106,7 @@ func (m *Model) NewDenoiser(opt Options, finalStepNoise bool) (*Denoiser, error)
 		return nil, err
 	}
 	return &Denoiser{Head: m.Head, Schedule: s, Options: diffusion.StepOptions{
-		ClipX0: d.ClipX0, Temperature: opt.Temperature, FinalStepNoise: finalStepNoise, Sampler: opt.Sampler, Eta: opt.Eta}}, nil
+		ClipX0: d.ClipX0, Temperature: opt.Temperature, FinalStepNoise: finalStepNoise}}, nil
 }
 
 // CFGScale is the guidance scale of a step after which `known` of L tokens are known.

@@ -31,8 +31,6 @@ type generateFlags struct {
 	class                    string
 	n, numIter, steps, batch int
 	stepsLate                int
-	sampler                  string
-	eta                      float64
 	seed                     uint64
 	out, grid, cfgSchedule   string
 	cfg, temp                float64
@@ -62,8 +60,6 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&g.numIter, "num-iter", 0, "AR steps, target/draft modes (0 = one token per step)")
 	fs.IntVar(&g.steps, "steps", 0, "diffusion sampling steps (0 = the pack's)")
 	fs.IntVar(&g.stepsLate, "steps-late", 0, "diffusion steps of the last AR step, annealed linearly from --steps (0 = no annealing)")
-	fs.StringVar(&g.sampler, "sampler", "ddpm", "the diffusion head's reverse step: ddpm (MAR's) or ddim (not with mode spec)")
-	fs.Float64Var(&g.eta, "eta", 0, "with --sampler ddim: noise scale, 0 (deterministic) to 1")
 	fs.IntVar(&g.batch, "batch", 0, "images in flight at once (0 = all, up to 64)")
 	fs.BoolVar(&g.finalNoise, "final-step-noise", false, "target/draft modes: give the last diffusion step its variance, as spec mode must (for like-for-like comparisons)")
 	addSpecFlags(fs, &g.spec)
@@ -220,12 +216,6 @@ func (g *generateFlags) request(set map[string]bool, local bool) (generation.Req
 	}
 	if set["steps"] {
 		req.Steps = &g.steps
-	}
-	if set["sampler"] {
-		req.Sampler = g.sampler
-	}
-	if set["eta"] {
-		req.Eta = &g.eta
 	}
 	if set["steps-late"] {
 		req.StepsLate = &g.stepsLate
