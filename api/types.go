@@ -26,6 +26,8 @@ type GenerateRequest struct {
 	Steps          *int     `json:"steps,omitempty"`
 	StepsLate      *int     `json:"steps_late,omitempty"` // diffusion steps of the last AR step (annealing); 0 = off
 	FinalStepNoise *bool    `json:"final_step_noise,omitempty"`
+	Sampler        string   `json:"sampler,omitempty"` // head sampler: ddpm (default), ddim, dpmpp-2m, dpmpp-2m-sde
+	Eta            *float64 `json:"eta,omitempty"`     // ddim only: 0 (deterministic) to 1 (ddpm's law)
 
 	// speculative decoding (mode spec)
 	Gamma            Gamma    `json:"gamma,omitempty"`
@@ -138,6 +140,8 @@ type Settings struct {
 	NumIter     int      `json:"num_iter"`
 	Steps       int      `json:"steps"`
 	FinalNoise  bool     `json:"final_step_noise"`
+	Sampler     string   `json:"sampler,omitempty"` // omitted for ddpm, the default
+	Eta         float64  `json:"eta,omitempty"`
 	Spec        *Spec    `json:"spec,omitempty"`
 	Params      string   `json:"params"` // the text stamped into every PNG
 }

@@ -6,6 +6,7 @@ import (
 
 	"marspec/api"
 	"marspec/arsampler"
+	"marspec/diffusion"
 )
 
 // Settings is the plan as the wire reports it.
@@ -14,6 +15,9 @@ func (p Plan) Settings() api.Settings {
 	s := api.Settings{Mode: p.Mode, Preset: p.Preset, Target: p.Pack, Classes: p.Classes, ClassNames: p.ClassNames,
 		Seed: o.Seed, CFG: o.CFG, CFGSchedule: o.CFGSchedule, Temperature: o.Temperature, NumIter: o.NumIter,
 		Steps: o.Steps, FinalNoise: o.FinalStepNoise, Params: p.Params()}
+	if o.Sampler != "" && o.Sampler != diffusion.DDPM {
+		s.Sampler, s.Eta = string(o.Sampler), o.Eta
+	}
 	if p.Spec != nil {
 		s.Draft = p.DraftSource()
 		c := p.Spec
@@ -39,6 +43,12 @@ func (p Plan) Params() string {
 	}
 	parts = append(parts, fmt.Sprintf("seed=%d cfg=%g cfg_schedule=%s temperature=%g num_iter=%d steps=%d final_step_noise=%v",
 		o.Seed, o.CFG, o.CFGSchedule, o.Temperature, o.NumIter, o.Steps, o.FinalStepNoise || p.Spec != nil))
+	if o.Sampler != "" && o.Sampler != diffusion.DDPM { // only when not the default: old images' text stays
+		parts = append(parts, "sampler="+string(o.Sampler))
+		if o.Sampler.HasEta() {
+			parts = append(parts, fmt.Sprintf("eta=%g", o.Eta))
+		}
+	}
 	if o.StepsLate != 0 { // only when set, so the text of a plain request never changes
 		parts = append(parts, fmt.Sprintf("steps_late=%d", o.StepsLate))
 	}

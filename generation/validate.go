@@ -12,6 +12,7 @@ import (
 	"marspec/align"
 	"marspec/api"
 	"marspec/arsampler"
+	"marspec/diffusion"
 	"marspec/mar"
 	"marspec/onnxrt"
 )
@@ -166,6 +167,9 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	}
 	if p.Options.NumIter != L {
 		return p, fieldErr("num_iter", p.Options.NumIter, fmt.Sprintf("omit it, or %d", L), "spec mode decodes one token per AR step")
+	}
+	if err := specSampler(p.Options); err != nil {
+		return p, err
 	}
 	if p.Options.StepsLate != 0 { // the draft/target densities assume one step count for all tokens
 		return p, fieldErr("steps_late", p.Options.StepsLate, "omit it, or 0", "spec mode samples every token with the same diffusion steps")
@@ -368,6 +372,20 @@ func samplingOptions(req Request, man *mar.Manifest, pre Preset) (mar.Options, e
 	}
 	if req.FinalStepNoise != nil {
 		opt.FinalStepNoise = *req.FinalStepNoise
+	}
+	sampler, err := diffusion.ParseSampler(req.Sampler)
+	if err != nil {
+		return opt, fieldErr("sampler", strconv.Quote(req.Sampler), diffusion.SamplerNames(), "unknown")
+	}
+	opt.Sampler = sampler
+	if req.Eta != nil {
+		if !sampler.HasEta() {
+			return opt, fieldErr("eta", *req.Eta, "omit it, or use sampler ddim", "sampler "+string(sampler)+" has no eta")
+		}
+		if v := *req.Eta; !finite(v) || v < 0 || v > 1 {
+			return opt, fieldErr("eta", v, "0 to 1; 0 = deterministic, 1 = ddpm's law", "")
+		}
+		opt.Eta = *req.Eta
 	}
 	return opt, nil
 }

@@ -23,6 +23,11 @@ type Denoiser struct {
 	Options  diffusion.StepOptions
 	// PerStep keeps the one-call-per-step path even when a fused graph exists (to compare them).
 	PerStep bool
+	// Sampler and Eta choose the reverse process; "" is ddpm.
+	Sampler diffusion.Sampler
+	Eta     float64
+
+	states []diffusion.SamplerState
 
 	xt, t, z, out, eps, v []float32
 	mean, logVar          []float64
@@ -35,7 +40,10 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 	if n == 0 {
 		return nil
 	}
-	if lh, ok := d.Head.(LoopHead); ok && !d.PerStep {
+	// The fused graph (mar/headloop.go, used on CUDA) bakes in the ddpm step; any other sampler
+	// takes the per-step path, which runs its step in Go.
+	ddpm := d.Sampler == "" || d.Sampler == diffusion.DDPM
+	if lh, ok := d.Head.(LoopHead); ok && !d.PerStep && ddpm {
 		if loop := lh.HeadLoop(); loop != nil {
 			return d.runFused(loop, rows, x0, traces)
 		}
@@ -66,6 +74,12 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 		}
 	}
 	d.mean, d.logVar = growF64(d.mean, dim), growF64(d.logVar, dim)
+	if len(d.states) < n {
+		d.states = make([]diffusion.SamplerState, n)
+	}
+	for r := 0; r < n; r++ {
+		d.states[r].Reset()
+	}
 	mean, logVar := d.mean, d.logVar
 	steps := d.Schedule.Steps()
 	for i := 0; i < steps; i++ {
@@ -93,11 +107,16 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 			} else {
 				copy(d.eps, cond[:dim])
 			}
-			d.Schedule.Posterior(k, x0[r], d.eps, d.v, d.Options, mean, logVar)
-			if traces != nil {
-				traces[r].Record(k, mean, logVar)
+			if ddpm {
+				d.Schedule.Posterior(k, x0[r], d.eps, d.v, d.Options, mean, logVar)
+				if traces != nil {
+					traces[r].Record(k, mean, logVar)
+				}
+				d.Schedule.Step(k, mean, logVar, row.Noise.Eps[i], x0[r], d.Options)
+				continue
 			}
-			d.Schedule.Step(k, mean, logVar, row.Noise.Eps[i], x0[r], d.Options)
+			// No trace: speculative decoding is refused for other samplers (generation.ValidateRequest).
+			d.Schedule.SampleStep(d.Sampler, d.Eta, k, x0[r], d.eps, d.v, row.Noise.Eps[i], d.Options, &d.states[r], mean, logVar, x0[r])
 		}
 	}
 	return nil

@@ -34,6 +34,9 @@ type Options struct {
 	// FinalStepNoise gives the last diffusion step its variance (MAR adds none). Speculative
 	// decoding needs a Gaussian last step; a target-only baseline compared with it must match.
 	FinalStepNoise bool
+	// Sampler is the head's reverse process ("" = ddpm, MAR's); Eta is DDIM's noise fraction.
+	Sampler diffusion.Sampler
+	Eta     float64
 }
 
 // Image is one generated image.
@@ -62,6 +65,14 @@ func (m *Model) Validate(opt *Options) error {
 	}
 	if opt.Temperature == 0 {
 		opt.Temperature = 1
+	}
+	sampler, err := diffusion.ParseSampler(string(opt.Sampler))
+	if err != nil {
+		return err
+	}
+	opt.Sampler = sampler
+	if !(opt.Eta >= 0 && opt.Eta <= 1) || (opt.Eta != 0 && !sampler.HasEta()) {
+		return fmt.Errorf("eta %g with sampler %s out of range (allowed: 0 to 1, with ddim only)", opt.Eta, sampler)
 	}
 	if !(opt.Temperature >= 0.05 && opt.Temperature <= 5) {
 		return fmt.Errorf("temperature %g out of range (allowed: 0.05 to 5)", opt.Temperature)
@@ -106,7 +117,8 @@ func (m *Model) NewDenoiser(opt Options, finalStepNoise bool) (*Denoiser, error)
 		return nil, err
 	}
 	return &Denoiser{Head: m.Head, Schedule: s, Options: diffusion.StepOptions{
-		ClipX0: d.ClipX0, Temperature: opt.Temperature, FinalStepNoise: finalStepNoise}}, nil
+		ClipX0: d.ClipX0, Temperature: opt.Temperature, FinalStepNoise: finalStepNoise},
+		Sampler: opt.Sampler, Eta: opt.Eta}, nil
 }
 
 // CFGScale is the guidance scale of a step after which `known` of L tokens are known.

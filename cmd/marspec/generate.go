@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"marspec/arsampler"
+	"marspec/diffusion"
 	"marspec/generation"
 	"marspec/progress"
 )
@@ -33,7 +34,8 @@ type generateFlags struct {
 	stepsLate                int
 	seed                     uint64
 	out, grid, cfgSchedule   string
-	cfg, temp                float64
+	cfg, temp, eta           float64
+	sampler                  string
 	finalNoise, overwrite    bool
 	spec                     generation.SpecSettings
 	jsonOut                  bool
@@ -57,6 +59,8 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 	fs.Float64Var(&g.cfg, "cfg", 1, "classifier-free guidance scale, 1 to 50 (1 = off)")
 	fs.StringVar(&g.cfgSchedule, "cfg-schedule", "linear", "guidance schedule over AR steps: linear (MAR) or constant")
 	fs.Float64Var(&g.temp, "temperature", 1, "diffusion sampling temperature, 0.05 to 5")
+	fs.StringVar(&g.sampler, "sampler", "ddpm", "head sampler: "+diffusion.SamplerNames()+" (spec mode: ddpm only)")
+	fs.Float64Var(&g.eta, "eta", 0, "ddim only: 0 = deterministic to 1 = ddpm's law")
 	fs.IntVar(&g.numIter, "num-iter", 0, "AR steps, target/draft modes (0 = one token per step)")
 	fs.IntVar(&g.steps, "steps", 0, "diffusion sampling steps (0 = the pack's)")
 	fs.IntVar(&g.stepsLate, "steps-late", 0, "diffusion steps of the last AR step, annealed linearly from --steps (0 = no annealing)")
@@ -210,6 +214,12 @@ func (g *generateFlags) request(set map[string]bool, local bool) (generation.Req
 	}
 	if set["temperature"] {
 		req.Temperature = &g.temp
+	}
+	if set["sampler"] {
+		req.Sampler = g.sampler
+	}
+	if set["eta"] {
+		req.Eta = &g.eta
 	}
 	if set["num-iter"] {
 		req.NumIter = &g.numIter
