@@ -30,9 +30,10 @@ func (f Fixed) Model(pack string) (*mar.Model, error) {
 
 // ORTModels opens packs with ONNX Runtime on first use and keeps them open.
 type ORTModels struct {
-	ORTLib   string
-	Provider string // cpu, cuda or cuda:N
-	Threads  int
+	ORTLib    string
+	Provider  string // cpu, cuda or cuda:N
+	Threads   int
+	Precision string // of the transformer and head graphs: mar.FP32 ("" too) or mar.Int8
 
 	mu     sync.Mutex
 	models map[string]*mar.Model
@@ -40,13 +41,16 @@ type ORTModels struct {
 
 // LoadPack resolves a pack name as the CLI does: "target" and "draft" are the embedded packs
 // unless a folder of that name exists; anything else is a folder.
-func LoadPack(name string) (*mar.Pack, error) {
+func LoadPack(name string) (*mar.Pack, error) { return LoadPackAt(name, mar.FP32) }
+
+// LoadPackAt is LoadPack with the transformer and head graphs at precision (mar.FP32, mar.Int8).
+func LoadPackAt(name, precision string) (*mar.Pack, error) {
 	if name == "target" || name == "draft" {
 		if st, err := os.Stat(name); err != nil || !st.IsDir() {
-			return mar.LoadPackFS(models.FS, name, path.Join("embedded", name))
+			return mar.LoadPackFSAt(models.FS, name, path.Join("embedded", name), precision)
 		}
 	}
-	return mar.LoadPackDir(name)
+	return mar.LoadPackDirAt(name, precision)
 }
 
 // Model opens pack (once).
@@ -63,7 +67,7 @@ func (o *ORTModels) Model(pack string) (*mar.Model, error) {
 	if err := ValidateRuntime(dev.Provider(), o.Threads); err != nil {
 		return nil, err
 	}
-	p, err := LoadPack(pack)
+	p, err := LoadPackAt(pack, o.Precision)
 	if err != nil {
 		return nil, err
 	}

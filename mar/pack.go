@@ -56,11 +56,15 @@ type Manifest struct {
 	} `json:"head_loop,omitempty"`
 	// EarlyExit names the optional early-exit draft graphs (mar/earlyexit.go).
 	EarlyExit *EarlyExitSpec `json:"early_exit,omitempty"`
+	// Precisions names reduced-precision variants of the transformer and head graphs
+	// (mar/precision.go, scripts/quantize_pack.py), by precision name.
+	Precisions map[string]PrecisionSpec `json:"precisions,omitempty"`
 }
 
 // Pack is a manifest plus the bytes of its graphs.
 type Pack struct {
 	Source      string // where it was read from, for messages
+	Precision   string // the precision its transformer and head graphs were read at (FP32, Int8)
 	Manifest    *Manifest
 	Transformer []byte
 	Head        []byte
@@ -72,6 +76,7 @@ type Pack struct {
 	// transformer.onnx.data beside it (ONNX external data, for graphs over 2 GB such as
 	// MAR-H's): ONNX Runtime then opens the graph by its path.
 	TransformerFile string
+	files           graphFiles // the graph files read, for messages
 	// headLoopErr is a named but unreadable fused graph, reported by Open after the other
 	// graphs so errors come in the order transformer, head, fused head.
 	headLoopErr error
@@ -155,9 +160,11 @@ func (m *Manifest) validate() error {
 		}
 	}
 	if x := m.EarlyExit; x != nil {
-		return x.validate(m)
+		if err := x.validate(m); err != nil {
+			return err
+		}
 	}
-	return nil
+	return m.validatePrecisions()
 }
 
 // LoadManifest reads and validates dir/manifest.json.
@@ -170,8 +177,14 @@ func LoadManifest(dir string) (*Manifest, error) {
 	return ParseManifest(data, file)
 }
 
-// LoadPackFS reads a pack from dir inside fsys (e.g. the embedded default packs).
+// LoadPackFS reads a pack from dir inside fsys (e.g. the embedded default packs) at fp32.
 func LoadPackFS(fsys fs.FS, dir, source string) (*Pack, error) {
+	return LoadPackFSAt(fsys, dir, source, FP32)
+}
+
+// LoadPackFSAt reads a pack with its transformer and head graphs at precision (FP32, Int8);
+// only that precision's graphs are read.
+func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 	read := func(name string) ([]byte, error) {
 		data, err := fs.ReadFile(fsys, path.Join(dir, name))
 		if err != nil {
@@ -187,15 +200,22 @@ func LoadPackFS(fsys fs.FS, dir, source string) (*Pack, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pack{Source: source, Manifest: m}
-	if p.Transformer, err = read("transformer.onnx"); err != nil {
+	if precision, err = ParsePrecision(precision); err != nil {
 		return nil, err
 	}
-	if p.Head, err = read("head.onnx"); err != nil {
+	files, err := m.graphFiles(precision)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", source, err)
+	}
+	p := &Pack{Source: source, Manifest: m, Precision: precision, files: files}
+	if p.Transformer, err = read(files.transformer); err != nil {
 		return nil, err
 	}
-	if m.HeadLoop != nil {
-		p.HeadLoop, p.headLoopErr = read(m.HeadLoop.File)
+	if p.Head, err = read(files.head); err != nil {
+		return nil, err
+	}
+	if files.headLoop != "" {
+		p.HeadLoop, p.headLoopErr = read(files.headLoop)
 	}
 	if m.Tokenizer.Kind == TokenizerVAEDecoder {
 		if p.Decoder, err = read(m.Tokenizer.Graph); err != nil {
@@ -213,19 +233,23 @@ func LoadPackFS(fsys fs.FS, dir, source string) (*Pack, error) {
 	return p, nil
 }
 
-// LoadPackDir reads a pack from a folder on disk.
-func LoadPackDir(dir string) (*Pack, error) {
+// LoadPackDir reads a pack from a folder on disk at fp32.
+func LoadPackDir(dir string) (*Pack, error) { return LoadPackDirAt(dir, FP32) }
+
+// LoadPackDirAt reads a pack from a folder on disk at precision (FP32, Int8).
+func LoadPackDirAt(dir, precision string) (*Pack, error) {
 	st, err := os.Stat(dir)
 	if err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("model pack %s: no such folder", dir)
 	}
-	p, err := LoadPackFS(os.DirFS(dir), ".", dir)
+	p, err := LoadPackFSAt(os.DirFS(dir), ".", dir, precision)
 	if err != nil {
 		return nil, err
 	}
 	// a graph with external data is small itself (its weights are in the .data file), so
 	// reading it above cost little; it opens by path so ONNX Runtime finds the weights
-	if _, err := os.Stat(filepath.Join(dir, externalTransformerData)); err == nil {
+	// (quantize_pack.py refuses such packs, so only the fp32 transformer can have it)
+	if _, err := os.Stat(filepath.Join(dir, externalTransformerData)); err == nil && p.Precision == FP32 {
 		p.Transformer, p.TransformerFile = nil, filepath.Join(dir, "transformer.onnx")
 	}
 	return p, nil
@@ -244,11 +268,11 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 	}
-	tr, err := newONNXTransformer(p.Transformer, p.TransformerFile, p.Manifest, opt, p.Source+"/transformer.onnx")
+	tr, err := newONNXTransformer(p.Transformer, p.TransformerFile, p.Manifest, opt, p.Source+"/"+p.files.transformer)
 	if err != nil {
 		return nil, err
 	}
-	head, err := NewONNXHead(p.Head, p.Manifest, opt, p.Source+"/head.onnx")
+	head, err := NewONNXHead(p.Head, p.Manifest, opt, p.Source+"/"+p.files.head)
 	if err != nil {
 		tr.Close()
 		return nil, err
@@ -259,7 +283,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		return nil, p.headLoopErr
 	}
 	if p.HeadLoop != nil {
-		if head.loop, err = NewHeadLoop(p.HeadLoop, p.Manifest, opt, p.Source+"/"+p.Manifest.HeadLoop.File); err != nil {
+		if head.loop, err = NewHeadLoop(p.HeadLoop, p.Manifest, opt, p.Source+"/"+p.files.headLoop); err != nil {
 			tr.Close()
 			head.Close()
 			return nil, err

@@ -27,6 +27,10 @@ func runBench(args []string) error {
 	fs.IntVar(&pf.NumIter, "num-iter", 0, "--profile: AR steps (0 = one token per step)")
 	fs.Float64Var(&pf.CFG, "cfg", 1, "--profile: guidance scale (1 = none)")
 	fs.IntVar(&pf.Rounds, "rounds", 3, "--profile: timed generations per path, interleaved")
+	var ps bench.PrecisionSettings
+	precisions := fs.String("precisions", "", "compare the target pack at these precisions side by side instead (e.g. fp32,int8): output differences, then ms per transformer pass and head step and images/s, median of --rounds taken in turns")
+	forwardBatches := fs.String("forward-batches", "1,8,32", "--precisions: transformer batches (images) and head batches (token rows)")
+	genBatches := fs.String("gen-batches", "1,8", "--precisions: images in flight per generation (--images per measurement; 0 images = no generation)")
 	var sb bench.SpecGrid
 	quiet := addSpecGridFlags(fs, &sb)
 	if err := parseFlags(fs, args); err != nil {
@@ -37,6 +41,10 @@ func runBench(args []string) error {
 	}
 	if err := generation.ValidateRuntime(rt.provider, rt.threads); err != nil {
 		return err
+	}
+	if *precisions != "" {
+		ps.Reps, ps.Rounds, ps.Images, ps.NumIter, ps.Steps = *reps, pf.Rounds, *images, pf.NumIter, *steps
+		return comparePrecisions(rt, *target, *precisions, *forwardBatches, *genBatches, ps)
 	}
 	if *profile {
 		m, err := rt.open(*target)

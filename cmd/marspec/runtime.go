@@ -14,6 +14,9 @@ type runtimeFlags struct {
 	device   onnxrt.Device
 	provider string // the device's provider, cpu or cuda: what the auto schedule keys on
 	threads  int
+	// precision of the transformer and head graphs (mar.FP32, mar.Int8); checked where packs
+	// are read, so a pack without int8 graphs is named
+	precision string
 }
 
 // deviceFlag parses --device (and its older name --provider) when the flags are read, so a
@@ -43,6 +46,8 @@ func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
 	fs.Var(deviceFlag{rt}, "device", onnxrt.DeviceHelp)
 	fs.Var(deviceFlag{rt}, "provider", "same as --device (older name)")
 	fs.IntVar(&rt.threads, "threads", 0, "ONNX Runtime intra-op threads (0 = its default)")
+	fs.StringVar(&rt.precision, "precision", mar.FP32, "transformer and head weights: "+mar.PrecisionNames()+
+		" (int8: the pack's quantised graphs, scripts/quantize_pack.py)")
 	return rt
 }
 
@@ -55,9 +60,9 @@ func (rt *runtimeFlags) sessionOptions() (onnxrt.SessionOptions, error) {
 	return onnxrt.SessionOptions{Device: rt.device, IntraOpThreads: rt.threads}, nil
 }
 
-// open loads a pack (generation.LoadPack: embedded name or folder) and opens its graphs.
+// open loads a pack (generation.LoadPackAt: embedded name or folder, at --precision) and opens its graphs.
 func (rt *runtimeFlags) open(name string) (*mar.Model, error) {
-	pack, err := generation.LoadPack(name)
+	pack, err := generation.LoadPackAt(name, rt.precision)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,97 @@
+package mar
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Precisions a pack's transformer and head can run at. FP32 is the graphs every pack has;
+// Int8 is the dynamically quantised variant scripts/quantize_pack.py adds (docs/model-pack.md).
+const (
+	FP32 = "fp32"
+	Int8 = "int8"
+)
+
+// PrecisionNames lists the precisions, default first, for messages and flag help.
+func PrecisionNames() string { return FP32 + ", " + Int8 }
+
+// QuantizeHint says how a pack gets its int8 graphs, for error messages.
+const QuantizeHint = "/usr/bin/python3 scripts/quantize_pack.py PACK adds them"
+
+// PrecisionSpec names the graphs of one reduced precision in the pack folder (the manifest's
+// precisions entry). Quantization is the script's free-form record of what it did.
+type PrecisionSpec struct {
+	Transformer  string          `json:"transformer"`
+	Head         string          `json:"head"`
+	HeadLoop     string          `json:"head_loop,omitempty"`
+	Quantization json.RawMessage `json:"quantization,omitempty"`
+}
+
+// ParsePrecision checks a precision name; "" is FP32.
+func ParsePrecision(s string) (string, error) {
+	switch s {
+	case "", FP32:
+		return FP32, nil
+	case Int8:
+		return Int8, nil
+	}
+	return "", fmt.Errorf("precision %q unknown (allowed: %s)", s, PrecisionNames())
+}
+
+// graphFiles are the transformer, head and fused-head files a precision opens; headLoop is ""
+// when the pack has no fused head.
+type graphFiles struct{ transformer, head, headLoop string }
+
+// graphFiles resolves the files of precision (ParsePrecision's names) in this pack; a pack
+// without that precision's graphs is an error naming the pack and how to add them.
+func (m *Manifest) graphFiles(precision string) (graphFiles, error) {
+	precision, err := ParsePrecision(precision)
+	if err != nil {
+		return graphFiles{}, err
+	}
+	if precision == FP32 {
+		f := graphFiles{transformer: "transformer.onnx", head: "head.onnx"}
+		if m.HeadLoop != nil {
+			f.headLoop = m.HeadLoop.File
+		}
+		return f, nil
+	}
+	spec, ok := m.Precisions[precision]
+	if !ok {
+		return graphFiles{}, fmt.Errorf("model pack %s has no %s graphs (%s)", m.Name, precision, QuantizeHint)
+	}
+	return graphFiles{transformer: spec.Transformer, head: spec.Head, headLoop: spec.HeadLoop}, nil
+}
+
+// HasPrecision reports whether the pack can run at precision (ParsePrecision's names).
+func (m *Manifest) HasPrecision(precision string) bool {
+	_, err := m.graphFiles(precision)
+	return err == nil
+}
+
+// validatePrecisions checks the precisions entry: known names, file names in the folder, and a
+// fused head wherever the fp32 graphs have one (so a precision never mixes in fp32 graphs).
+func (m *Manifest) validatePrecisions() error {
+	names := make([]string, 0, len(m.Precisions))
+	for name := range m.Precisions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		spec := m.Precisions[name]
+		switch {
+		case name != Int8:
+			return fmt.Errorf("precisions: %q unsupported (allowed: %s; fp32 is the pack's own graphs)", name, Int8)
+		case !isPackFileName(spec.Transformer) || !isPackFileName(spec.Head):
+			return fmt.Errorf("precisions %s: transformer %q and head %q must be file names in the pack folder ending in .onnx", name, spec.Transformer, spec.Head)
+		case spec.HeadLoop != "" && !isPackFileName(spec.HeadLoop):
+			return fmt.Errorf("precisions %s: head_loop %q must be a file name in the pack folder ending in .onnx", name, spec.HeadLoop)
+		case (m.HeadLoop != nil) != (spec.HeadLoop != ""):
+			return fmt.Errorf("precisions %s: head_loop must be given exactly when the pack has a fused head (%s again writes it)", name,
+				strings.TrimSuffix(QuantizeHint, " adds them"))
+		}
+	}
+	return nil
+}
