@@ -142,6 +142,7 @@ type Settings struct {
 	FinalNoise  bool     `json:"final_step_noise"`
 	Sampler     string   `json:"sampler,omitempty"` // omitted for ddpm, the default
 	Eta         float64  `json:"eta,omitempty"`
+	Precision   string   `json:"precision,omitempty"` // of the transformer and head; omitted for fp32, the default
 	Spec        *Spec    `json:"spec,omitempty"`
 	Params      string   `json:"params"` // the text stamped into every PNG
 }

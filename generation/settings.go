@@ -7,6 +7,7 @@ import (
 	"marspec/api"
 	"marspec/arsampler"
 	"marspec/diffusion"
+	"marspec/mar"
 )
 
 // Settings is the plan as the wire reports it.
@@ -17,6 +18,9 @@ func (p Plan) Settings() api.Settings {
 		Steps: o.Steps, FinalNoise: o.FinalStepNoise, Params: p.Params()}
 	if o.Sampler != "" && o.Sampler != diffusion.DDPM {
 		s.Sampler, s.Eta = string(o.Sampler), o.Eta
+	}
+	if p.Precision != "" && p.Precision != mar.FP32 {
+		s.Precision = p.Precision
 	}
 	if p.Spec != nil {
 		s.Draft = p.DraftSource()
@@ -48,6 +52,9 @@ func (p Plan) Params() string {
 		if o.Sampler.HasEta() {
 			parts = append(parts, fmt.Sprintf("eta=%g", o.Eta))
 		}
+	}
+	if p.Precision != "" && p.Precision != mar.FP32 { // only when not the default, as the sampler
+		parts = append(parts, "precision="+p.Precision)
 	}
 	if o.StepsLate != 0 { // only when set, so the text of a plain request never changes
 		parts = append(parts, fmt.Sprintf("steps_late=%d", o.StepsLate))

@@ -33,6 +33,9 @@ type Catalog struct {
 	Target, Draft         *mar.Manifest
 	MaxImages             int    // per request; 0 = 10000
 	Provider              string // cpu or cuda: resolves schedule "auto"
+	// Precision is what the packs' transformer and head graphs are opened at (mar.FP32 or ""
+	// for the default, mar.Int8): set by the caller that opens them (--precision).
+	Precision string
 }
 
 // Plan is a validated request with every default filled in: what a runner needs, nothing more.
@@ -45,6 +48,7 @@ type Plan struct {
 	Options      mar.Options       // seed, cfg, temperature, num_iter, steps, final-step noise
 	Spec         *arsampler.Config // spec mode
 	GammaText    string            // "8" or "auto", as given
+	Precision    string            // of the transformer and head graphs: mar.FP32 or mar.Int8
 	SeqLen       int
 	GridH, GridW int
 	ImageHWC     [3]int
@@ -132,6 +136,9 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 		return p, fieldErr("mode", mode, "", "no "+mode+" model is loaded")
 	}
 	p.Mode, p.Preset = mode, preset
+	if p.Precision, err = checkPrecision(cat.Precision, p.Pack, man); err != nil {
+		return p, err
+	}
 	L := man.SeqLen()
 	p.SeqLen, p.GridH, p.GridW = L, man.Grid.Height, man.Grid.Width
 	p.ImageHWC = [3]int{man.Image.Height, man.Image.Width, man.Image.Channels}
@@ -176,6 +183,9 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	}
 	if !req.SelfDraft && !req.EarlyExit {
 		p.DraftPack = cat.DraftPack
+		if _, err := checkPrecision(p.Precision, p.DraftPack, cat.Draft); err != nil {
+			return p, err
+		}
 	}
 	cfg, gamma, err := specConfig(req, pre, cat.Provider)
 	if err != nil {
@@ -184,6 +194,10 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	if cfg.EarlyExit && man.EarlyExit == nil {
 		return p, fieldErr("draft", "exit", "a draft pack, or self; scripts/early_exit.py adds the exit graphs to a target pack",
 			"target pack "+p.Pack+" has no early_exit entry")
+	}
+	if cfg.EarlyExit && p.Precision != mar.FP32 { // its verification would mix fp32 blocks into an int8 target
+		return p, fieldErr("draft", "exit", "a draft pack, or self; or precision "+mar.FP32,
+			"the early-exit graphs have no "+p.Precision+" variant")
 	}
 	cfg.Sampling = p.Options
 	p.Spec, p.GammaText = &cfg, gamma

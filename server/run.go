@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"marspec/generation"
+	"marspec/mar"
 	"marspec/onnxrt"
 	"marspec/store"
 )
@@ -22,10 +23,14 @@ func Open(cfg Config, models generation.Models, ui fs.FS, log *slog.Logger) (*Se
 	if err != nil {
 		return nil, nil, err
 	}
+	if _, err := mar.ParsePrecision(cfg.Precision); err != nil { // before any pack is read
+		return nil, nil, fmt.Errorf("--precision: %w", err)
+	}
 	cat, err := generation.CatalogFor(models, cfg.Target, cfg.Draft, dev.Provider(), cfg.MaxImages)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the model packs: %w", err)
 	}
+	cat.Precision = cfg.Precision // what models opened them at: stamped into plans and images
 	st, err := OpenStore(cfg)
 	if err != nil {
 		return nil, nil, err

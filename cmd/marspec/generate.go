@@ -112,7 +112,7 @@ func runGenerate(args []string) error {
 	}
 	// the packs open before anything is written: a corrupt pack or a missing device leaves
 	// no folder behind
-	gen, err := generation.NewGenerator(plan, &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads}, batch)
+	gen, err := generation.NewGenerator(plan, &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads, Precision: g.rt.precision}, batch)
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (g *generateFlags) prepareOutputs(made *generation.Created) (string, error)
 // With local false the packs are not read (a server runs its own).
 func (g *generateFlags) request(set map[string]bool, local bool) (generation.Request, generation.Catalog, error) {
 	var req generation.Request
-	cat := generation.Catalog{TargetPack: g.target, DraftPack: g.draft, MaxImages: maxImages, Provider: g.rt.provider}
+	cat := generation.Catalog{TargetPack: g.target, DraftPack: g.draft, MaxImages: maxImages, Provider: g.rt.provider, Precision: g.rt.precision}
 	req.Mode, req.Preset = g.mode, g.preset
 	if g.model != "" {
 		// the draft pack alone is draft mode (stamped so); any other pack runs as the target
