@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -171,14 +170,7 @@ func TestOfficialExportRoundTrip(t *testing.T) {
 // generateEndToEnd builds the marspec binary and runs generate on the exported pack: the
 // transformer, head and decoder graphs as a user gets them.
 func generateEndToEnd(t *testing.T, lib, packDir string, m *mar.Manifest) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "marspec")
-	if out, err := exec.Command(gobin, "build", "-o", bin, "marspec/cmd/marspec").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildMarspec(t)
 	outDir := filepath.Join(t.TempDir(), "gen")
 	cmd := exec.Command(bin, "generate", "--model", packDir, "--class", "0", "--n", "2", "--steps", "5",
 		"--num-iter", "4", "--threads", "1", "--out", outDir)

@@ -15,6 +15,7 @@ import (
 func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	rt := addRuntimeFlags(fs)
+	rt.addPrecisionFlag(fs)
 	target := fs.String("target", "target", "target pack")
 	draft := fs.String("draft", "draft", "draft pack")
 	images := fs.Int("images", 10, "images per generation measurement")

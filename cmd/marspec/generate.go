@@ -77,6 +77,7 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 func runGenerate(args []string) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	g := generateFlags{rt: addRuntimeFlags(fs)}
+	g.rt.addPrecisionFlag(fs)
 	g.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

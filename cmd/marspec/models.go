@@ -13,6 +13,7 @@ import (
 func runModels(args []string) error {
 	fs := flag.NewFlagSet("models", flag.ContinueOnError)
 	rt := addRuntimeFlags(fs)
+	rt.addPrecisionFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -46,9 +46,15 @@ func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
 	fs.Var(deviceFlag{rt}, "device", onnxrt.DeviceHelp)
 	fs.Var(deviceFlag{rt}, "provider", "same as --device (older name)")
 	fs.IntVar(&rt.threads, "threads", 0, "ONNX Runtime intra-op threads (0 = its default)")
+	rt.precision = mar.FP32
+	return rt
+}
+
+// addPrecisionFlag adds --precision to the commands that run model packs (not fid, whose
+// evaluator has no reduced precision).
+func (rt *runtimeFlags) addPrecisionFlag(fs *flag.FlagSet) {
 	fs.StringVar(&rt.precision, "precision", mar.FP32, "transformer and head weights: "+mar.PrecisionNames()+
 		" (int8: the pack's quantised graphs, scripts/quantize_pack.py)")
-	return rt
 }
 
 // sessionOptions loads ONNX Runtime for the device (starting the CUDA provider once, so a
