@@ -1,6 +1,8 @@
 package generation
 
 import (
+	"strconv"
+
 	"marspec/mar"
 )
 
@@ -11,7 +13,7 @@ import (
 func checkPrecision(precision, packName string, man *mar.Manifest) (string, error) {
 	p, err := mar.ParsePrecision(precision)
 	if err != nil {
-		return "", fieldErr("precision", precision, mar.PrecisionNames(), "unknown")
+		return "", fieldErr("precision", strconv.Quote(precision), mar.PrecisionNames(), "unknown")
 	}
 	if man != nil && !man.HasPrecision(p) {
 		return "", fieldErr("precision", p, mar.FP32+", or a pack with "+p+" graphs ("+mar.QuantizeHint+")",
