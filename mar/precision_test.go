@@ -30,7 +30,10 @@ func TestPrecisionsEntry(t *testing.T) {
 	}{
 		{"unknown precision", func(e map[string]any) map[string]any { return map[string]any{"bf16": e} }, `precisions: "bf16" unsupported (allowed: int8`},
 		{"fp32 listed", func(e map[string]any) map[string]any { return map[string]any{"fp32": e} }, `"fp32" unsupported`},
-		{"path", func(e map[string]any) map[string]any { e["head"] = "../head.int8.onnx"; return map[string]any{"int8": e} }, `head "../head.int8.onnx"`},
+		{"path", func(e map[string]any) map[string]any {
+			e["head"] = "../head.int8.onnx"
+			return map[string]any{"int8": e}
+		}, `head "../head.int8.onnx"`},
 		{"no transformer", func(e map[string]any) map[string]any { delete(e, "transformer"); return map[string]any{"int8": e} }, `transformer ""`},
 		{"no fused head", func(e map[string]any) map[string]any { delete(e, "head_loop"); return map[string]any{"int8": e} }, "head_loop must be given exactly when"},
 		{"unknown field", func(e map[string]any) map[string]any { e["decoder"] = "d.onnx"; return map[string]any{"int8": e} }, `unknown field "decoder"`},
