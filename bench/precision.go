@@ -13,11 +13,11 @@ import (
 
 // PrecisionSettings are what `marspec bench --precisions` times.
 type PrecisionSettings struct {
-	Batches    []int // transformer batches (images) and head batches (token rows) to time
+	Batches    []int // transformer batches (images) to time
+	HeadRows   []int // head batches (token rows) to time
 	Reps       int   // calls per forward measurement
 	Rounds     int   // measurements per model, taken in turns with the other models
-	Images     int   // images per generation measurement; 0 = none
-	GenBatches []int // images in flight per generation measurement
+	GenBatches []int // one generation measurement per entry: that many images in one batch
 	NumIter    int   // AR steps of the generations (0 = one token per step)
 	Steps      int   // diffusion steps of the generations (0 = the pack's)
 }
@@ -39,13 +39,11 @@ func ComparePrecisions(out io.Writer, models []Named, set PrecisionSettings) err
 	for _, b := range set.Batches {
 		parts = append(parts, measure{transformerPass, "transformer pass (ms)", b})
 	}
-	for _, b := range set.Batches {
+	for _, b := range set.HeadRows {
 		parts = append(parts, measure{headStep, "head step (ms)", b})
 	}
-	if set.Images > 0 {
-		for _, b := range set.GenBatches {
-			parts = append(parts, measure{generateImages, fmt.Sprintf("generate num_iter %d, steps %d (images/s)", set.NumIter, set.Steps), b})
-		}
+	for _, b := range set.GenBatches {
+		parts = append(parts, measure{generateImages, fmt.Sprintf("generate num_iter %d, steps %d (images/s)", set.NumIter, set.Steps), b})
 	}
 	samples := make([]map[measure][]float64, len(models))
 	for i := range samples {
@@ -116,7 +114,7 @@ func (k measure) run(m *mar.Model, set PrecisionSettings) (float64, error) {
 	case headStep:
 		return timeHead(m, k.size, set.Reps*5)
 	}
-	classes := make([]int, set.Images)
+	classes := make([]int, k.size)
 	for i := range classes {
 		classes[i] = i % len(m.Manifest.Classes)
 	}
@@ -124,7 +122,7 @@ func (k measure) run(m *mar.Model, set PrecisionSettings) (float64, error) {
 	if _, err := m.Generate(classes, mar.Options{Seed: 1, Batch: k.size, NumIter: set.NumIter, Steps: set.Steps}); err != nil {
 		return 0, err
 	}
-	return float64(set.Images) / time.Since(start).Seconds(), nil
+	return float64(k.size) / time.Since(start).Seconds(), nil
 }
 
 // writeFidelity runs every model's transformer (batch 2, half the tokens known) and head (8

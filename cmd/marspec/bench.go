@@ -25,13 +25,14 @@ func runBench(args []string) error {
 	profile := fs.Bool("profile", false, "profile one target-only generation instead: shares of transformer, head, ORT fixed cost and Go, per-step and fused head side by side")
 	var pf bench.ProfileSettings
 	fs.IntVar(&pf.Batch, "batch", 0, "--profile: images per batch (0 = all)")
-	fs.IntVar(&pf.NumIter, "num-iter", 0, "--profile: AR steps (0 = one token per step)")
+	fs.IntVar(&pf.NumIter, "num-iter", 0, "--profile, --precisions: AR steps (0 = one token per step)")
 	fs.Float64Var(&pf.CFG, "cfg", 1, "--profile: guidance scale (1 = none)")
-	fs.IntVar(&pf.Rounds, "rounds", 3, "--profile: timed generations per path, interleaved")
+	fs.IntVar(&pf.Rounds, "rounds", 3, "--profile: timed generations per path, interleaved; --precisions: measurements per precision, in turns")
 	var ps bench.PrecisionSettings
 	precisions := fs.String("precisions", "", "compare the target pack at these precisions side by side instead (e.g. fp32,int8): output differences, then ms per transformer pass and head step and images/s, median of --rounds taken in turns")
-	forwardBatches := fs.String("forward-batches", "1,8,32", "--precisions: transformer batches (images) and head batches (token rows)")
-	genBatches := fs.String("gen-batches", "1,8", "--precisions: images in flight per generation (--images per measurement; 0 images = no generation)")
+	forwardBatches := fs.String("forward-batches", "1,8,32", "--precisions: transformer batches (images)")
+	headRows := fs.String("head-rows", "1,8,32", "--precisions: head batches (token rows)")
+	genBatches := fs.String("gen-batches", "1,8", "--precisions: one timed generation per entry, of that many images in one batch (--num-iter, --steps; empty = none)")
 	var sb bench.SpecGrid
 	quiet := addSpecGridFlags(fs, &sb)
 	if err := parseFlags(fs, args); err != nil {
@@ -44,8 +45,8 @@ func runBench(args []string) error {
 		return err
 	}
 	if *precisions != "" {
-		ps.Reps, ps.Rounds, ps.Images, ps.NumIter, ps.Steps = *reps, pf.Rounds, *images, pf.NumIter, *steps
-		return comparePrecisions(rt, *target, *precisions, *forwardBatches, *genBatches, ps)
+		ps.Reps, ps.Rounds, ps.NumIter, ps.Steps = *reps, pf.Rounds, pf.NumIter, *steps
+		return comparePrecisions(rt, *target, *precisions, *forwardBatches, *headRows, *genBatches, ps)
 	}
 	if *profile {
 		m, err := rt.open(*target)

@@ -11,9 +11,12 @@ import (
 )
 
 // comparePrecisions opens the target pack once per precision and runs bench.ComparePrecisions.
-func comparePrecisions(rt *runtimeFlags, target, precisions, forward, gen string, ps bench.PrecisionSettings) error {
+func comparePrecisions(rt *runtimeFlags, target, precisions, forward, head, gen string, ps bench.PrecisionSettings) error {
 	var err error
 	if ps.Batches, err = parseInts("--forward-batches", forward); err != nil {
+		return err
+	}
+	if ps.HeadRows, err = parseInts("--head-rows", head); err != nil {
 		return err
 	}
 	if ps.GenBatches, err = parseInts("--gen-batches", gen); err != nil {
