@@ -2,7 +2,7 @@
 # Images/s of the embedded pair at fp32 and int8 (docs/BENCHMARKS.md "Reduced precision (CPU)"):
 # the target with the default preset (fast: num_iter 4, 25 steps) and the draft with the same
 # schedule, 500 images a run (50 per class), one thread; fp32 and int8 in turns, REPS runs each,
-# then the medians and their ratio.
+# then the medians, their ratio, and the median of each repetition's int8/fp32 ratio.
 # usage: make build && bash scripts/precision_speed.sh [REPS=5]
 #   needs out/q/target and out/q/draft: /usr/bin/python3 scripts/quantize_pack.py models/target --out out/q/target (same for draft)
 set -euo pipefail
@@ -13,7 +13,7 @@ run() { # model precision -> images/s
   [ "$1" = draft ] && args=(--mode draft --draft out/q/draft --num-iter 4 --steps 25 --final-step-noise)
   rm -rf out/precision-speed
   ./bin/marspec generate "${args[@]}" --precision "$2" --class all --n 50 --seed 1 --threads 1 --grid none \
-    --quiet --json --out out/precision-speed | python3 -c 'import json,sys; print(f"{json.load(sys.stdin)["images_per_second"]:.2f}")'
+    --quiet --json --out out/precision-speed | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["images_per_second"])'
 }
 for model in target draft; do
   fp32=(); int8=()
@@ -24,7 +24,9 @@ for model in target draft; do
   python3 - "$model" "${fp32[*]}" "${int8[*]}" <<'PY'
 import statistics, sys
 model, a, b = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
-print(f"{model}: fp32 {a} int8 {b} images/s; medians {statistics.median(a):.2f} and {statistics.median(b):.2f}: int8 {statistics.median(b)/statistics.median(a):.2f}x")
+pairs = [y / x for x, y in zip(a, b)]  # each repetition's int8 and fp32 ran back to back
+print(f"{model}: fp32 {a} int8 {b} images/s; medians {statistics.median(a):.2f} and {statistics.median(b):.2f}: "
+      f"int8 {statistics.median(b)/statistics.median(a):.2f}x (median of the {len(pairs)} back-to-back ratios {statistics.median(pairs):.2f}x)")
 PY
 done
 rm -rf out/precision-speed
