@@ -33,6 +33,7 @@ type ORTModels struct {
 	ORTLib   string
 	Provider string // cpu, cuda or cuda:N
 	Threads  int
+	Tuning   onnxrt.Tuning // ONNX Runtime's CPU settings (zero: its defaults)
 
 	mu     sync.Mutex
 	models map[string]*mar.Model
@@ -70,7 +71,7 @@ func (o *ORTModels) Model(pack string) (*mar.Model, error) {
 	if err := onnxrt.Prepare(o.ORTLib, dev); err != nil {
 		return nil, err
 	}
-	m, err := p.Open(onnxrt.SessionOptions{Device: dev, IntraOpThreads: o.Threads})
+	m, err := p.Open(onnxrt.SessionOptions{Device: dev, IntraOpThreads: o.Threads, Tuning: o.Tuning})
 	if err != nil {
 		return nil, err
 	}

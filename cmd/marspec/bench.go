@@ -26,7 +26,11 @@ func runBench(args []string) error {
 	fs.IntVar(&pf.Batch, "batch", 0, "--profile: images per batch (0 = all)")
 	fs.IntVar(&pf.NumIter, "num-iter", 0, "--profile: AR steps (0 = one token per step)")
 	fs.Float64Var(&pf.CFG, "cfg", 1, "--profile: guidance scale (1 = none)")
-	fs.IntVar(&pf.Rounds, "rounds", 3, "--profile: timed generations per path, interleaved")
+	fs.IntVar(&pf.Rounds, "rounds", 3, "--profile/--parts: timed generations (per path, interleaved, for --profile)")
+	parts := fs.Bool("parts", false, "time one target-only generation per model part instead (transformer pass, head step, decode; "+
+		"the pack's open time), as scripts/realsize_cpu_bench.sh sets beside the official code; takes --batch, --num-iter, --cfg, --steps, --images, --rounds")
+	gemm := fs.String("gemm", "", "with --parts: also measure ONNX Runtime's fp32 MatMul at MxKxN (e.g. 2560x768x3072), the peak the parts are compared with")
+	asJSON := fs.Bool("json", false, "with --parts: print one JSON object instead of the table")
 	var sb bench.SpecGrid
 	quiet := addSpecGridFlags(fs, &sb)
 	if err := parseFlags(fs, args); err != nil {
@@ -37,6 +41,10 @@ func runBench(args []string) error {
 	}
 	if err := generation.ValidateRuntime(rt.provider, rt.threads); err != nil {
 		return err
+	}
+	if *parts {
+		return runParts(rt, *target, bench.PartsSettings{Images: *images, Batch: pf.Batch, NumIter: pf.NumIter, Steps: *steps,
+			Rounds: pf.Rounds, CFG: pf.CFG}, *gemm, *asJSON)
 	}
 	if *profile {
 		m, err := rt.open(*target)

@@ -14,6 +14,23 @@ type runtimeFlags struct {
 	device   onnxrt.Device
 	provider string // the device's provider, cpu or cuda: what the auto schedule keys on
 	threads  int
+	tuning   onnxrt.Tuning
+}
+
+// tuningFlag parses --ort-tuning when the flags are read, naming a bad key or value.
+type tuningFlag struct{ rt *runtimeFlags }
+
+func (f tuningFlag) String() string {
+	if f.rt == nil {
+		return ""
+	}
+	return f.rt.tuning.String()
+}
+
+func (f tuningFlag) Set(s string) error {
+	t, err := onnxrt.ParseTuning(s)
+	f.rt.tuning = t
+	return err
 }
 
 // deviceFlag parses --device (and its older name --provider) when the flags are read, so a
@@ -43,6 +60,7 @@ func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
 	fs.Var(deviceFlag{rt}, "device", onnxrt.DeviceHelp)
 	fs.Var(deviceFlag{rt}, "provider", "same as --device (older name)")
 	fs.IntVar(&rt.threads, "threads", 0, "ONNX Runtime intra-op threads (0 = its default)")
+	fs.Var(tuningFlag{rt}, "ort-tuning", onnxrt.TuningHelp)
 	return rt
 }
 
@@ -52,7 +70,7 @@ func (rt *runtimeFlags) sessionOptions() (onnxrt.SessionOptions, error) {
 	if err := onnxrt.Prepare(rt.ortLib, rt.device); err != nil {
 		return onnxrt.SessionOptions{}, err
 	}
-	return onnxrt.SessionOptions{Device: rt.device, IntraOpThreads: rt.threads}, nil
+	return onnxrt.SessionOptions{Device: rt.device, IntraOpThreads: rt.threads, Tuning: rt.tuning}, nil
 }
 
 // open loads a pack (generation.LoadPack: embedded name or folder) and opens its graphs.
