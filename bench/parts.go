@@ -21,9 +21,9 @@ type PartsSettings struct {
 
 // PartTiming is one model part over a timed round: its calls and their mean time.
 type PartTiming struct {
-	Calls         int     `json:"calls"` // in one generation of all the images
-	MsPerCall     float64 `json:"ms_per_call"`
-	Share         float64 `json:"share"` // of the round's wall time
+	Calls     int     `json:"calls"` // in one generation of all the images
+	MsPerCall float64 `json:"ms_per_call"`
+	Share     float64 `json:"share"` // of the round's wall time
 }
 
 // PartsReport is one `bench --parts` measurement, printed as a table or as JSON for
@@ -57,7 +57,7 @@ func (w timedTokenizer) Decode(tokens []float32) []uint8 {
 	return w.Tokenizer.Decode(tokens)
 }
 
-// Parts generates pf.Images target-only images pf.Rounds times (after one untimed round)
+// Parts generates pf.Images target-only images pf.Rounds times (after one untimed image)
 // with every transformer, head and decoder call timed, and reports the median round.
 func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 	if pf.Images < 1 || pf.Rounds < 1 {
@@ -79,13 +79,17 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 	}
 	var rounds []round
 	load0 := loadAvg()
-	for r := 0; r <= pf.Rounds; r++ { // round 0 warms up (pre-packing, arena) and is not kept
+	for r := 0; r <= pf.Rounds; r++ { // round 0, one image, warms up (pre-packing, arena) and is not kept
 		var rd round
+		imgs := classes
+		if r == 0 {
+			imgs = classes[:1]
+		}
 		m.Transformer = timedTransformer{onnxTr, &rd.tr}
 		m.Head = timedHead{onnxHead, &rd.head} // hides a fused head graph: the per-step path, as on the CPU
 		m.Tokenizer = timedTokenizer{tok, &rd.dec}
 		start := time.Now()
-		if _, err := m.Generate(classes, opt); err != nil {
+		if _, err := m.Generate(imgs, opt); err != nil {
 			return PartsReport{}, err
 		}
 		rd.wall = time.Since(start)

@@ -111,6 +111,7 @@ def main():
     ap.add_argument("--steps", type=int, default=100, help="diffusion sampling steps")
     ap.add_argument("--cfg", type=float, default=1.0)
     ap.add_argument("--cpu", action="store_true", help="run on the CPU (.cuda() becomes a no-op)")
+    ap.add_argument("--warmup", type=int, default=2, help="images generated (untimed) before the timed ones")
     ap.add_argument("--threads", type=int, default=0, help="PyTorch intra-op threads (0 = its default)")
     args = ap.parse_args()
     if not os.path.isfile(os.path.join(args.code, "models", "mar.py")):
@@ -158,7 +159,8 @@ def main():
         return decoder(post(tokens / mo.LATENT_SCALE))
 
     with torch.no_grad():
-        batch_images(min(args.batch, 2), 0)  # warm-up: kernels, allocator
+        if args.warmup > 0:
+            batch_images(min(args.batch, args.warmup), 0)  # warm-up: kernels, allocator
         parts.clear()
         if not args.cpu:
             torch.cuda.synchronize()
