@@ -88,23 +88,74 @@ class PartTimes:
                 for n, s in self.seconds.items()}
 
 
-def time_parts(model, decoder, post, cpu):
+def mar_model(official_mar, official_vae, args):
+    """The official MAR class at a preset's sizes and its KL-16 decoder, from the pack's
+    official-layout checkpoints (make_random_packs.py --checkpoint)."""
+    cfg, vcfg = mo.MAR_PRESETS[args.model], mo.VAE_PRESETS[args.vae_config]
+    model = official_mar.MAR(img_size=cfg["img_size"], vae_stride=cfg["vae_stride"], patch_size=cfg["patch_size"],
+                             encoder_embed_dim=cfg["width"], encoder_depth=cfg["depth"], encoder_num_heads=cfg["heads"],
+                             decoder_embed_dim=cfg["width"], decoder_depth=cfg["depth"], decoder_num_heads=cfg["heads"],
+                             mlp_ratio=4, norm_layer=partial(nn.LayerNorm, eps=1e-6), vae_embed_dim=cfg["vae_embed_dim"],
+                             class_num=cfg["class_num"], buffer_size=cfg["buffer_size"], diffloss_d=cfg["head_depth"],
+                             diffloss_w=cfg["head_width"], num_sampling_steps=str(args.steps))
+    ck = torch.load(os.path.join(args.pack, "checkpoint-last.pth"), map_location="cpu")
+    model.load_state_dict(ck["model_ema"], strict=True)  # marspec's names are the official ones
+    decoder = official_vae.Decoder(ch=vcfg["ch"], ch_mult=vcfg["ch_mult"], num_res_blocks=vcfg["num_res_blocks"],
+                                   z_channels=vcfg["z_channels"], out_ch=vcfg["out_ch"], attn_resolutions=vcfg["attn_resolutions"],
+                                   resolution=cfg["img_size"])
+    post = nn.Conv2d(vcfg["z_channels"], vcfg["z_channels"], 1)
+    vs = torch.load(os.path.join(args.pack, "vae.ckpt"), map_location="cpu")["model"]
+    decoder.load_state_dict({k[len("decoder."):]: v for k, v in vs.items() if k.startswith("decoder.")}, strict=True)
+    post.load_state_dict({k[len("post_quant_conv."):]: v for k, v in vs.items() if k.startswith("post_quant_conv.")}, strict=True)
+    return model, decoder, post
+
+
+def toy_model(official_mar, args):
+    """The official MAR class at the sizes of a marspec pack with fixed patch tokens (the embedded
+    Fashion-MNIST target), loaded strictly from --checkpoint (scripts/ckpt_from_pack.py rebuilds
+    one from the pack's graphs). Tokens are pixels, so decoding is the official unpatchify that
+    sample_tokens already ends with; nothing else is timed as the decode."""
+    with open(os.path.join(args.pack, "manifest.json")) as f:
+        man = json.load(f)
+    if man["tokenizer"]["kind"] != "space_to_depth":
+        sys.exit(f"official_mar_bench: --model pack takes packs with space_to_depth tokens; {args.pack} has "
+                 f"{man['tokenizer']['kind']} (use --model mar_base etc. with its checkpoint)")
+    c, patch = man["training"]["config"], man["tokenizer"]["patch"]
+    if c["enc_depth"] != c["dec_depth"]:
+        sys.exit(f"official_mar_bench: the official MAR class needs equal encoder and decoder depths, {args.pack} has {c}")
+    model = official_mar.MAR(img_size=man["image"]["height"], vae_stride=patch, patch_size=1,
+                             encoder_embed_dim=c["width"], encoder_depth=c["enc_depth"], encoder_num_heads=c["heads"],
+                             decoder_embed_dim=c["width"], decoder_depth=c["dec_depth"], decoder_num_heads=c["heads"],
+                             mlp_ratio=4, norm_layer=partial(nn.LayerNorm, eps=1e-6), vae_embed_dim=man["token_dim"],
+                             class_num=len(man["classes"]), buffer_size=man["buffer_size"], diffloss_d=c["head_depth"],
+                             diffloss_w=c["head_width"], num_sampling_steps=str(args.steps))
+    ck = torch.load(args.checkpoint, map_location="cpu")
+    model.load_state_dict(ck["model_ema"], strict=True)
+    return model, (lambda tokens: tokens), len(man["classes"])
+
+
+def time_parts(model, decoder, cpu):
     """Times the official model's own methods in place: a transformer pass is one encoder plus one
     decoder call, a head call is one whole p_sample_loop (all diffusion steps of one AR step)."""
     parts = PartTimes((lambda: None) if cpu else torch.cuda.synchronize)
     model.forward_mae_encoder = parts.wrap("encoder", model.forward_mae_encoder)
     model.forward_mae_decoder = parts.wrap("decoder", model.forward_mae_decoder)
     model.diffloss.sample = parts.wrap("head_loop", model.diffloss.sample)
-    decoder.forward = parts.wrap("vae_decode", decoder.forward)
+    if decoder is not None:
+        decoder.forward = parts.wrap("vae_decode", decoder.forward)
     return parts
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--code", required=True, help="folder of the official MAR repository")
-    ap.add_argument("--model", required=True, choices=sorted(mo.MAR_PRESETS))
+    ap.add_argument("--model", required=True, choices=sorted(mo.MAR_PRESETS) + ["pack"],
+                    help="an official preset, or pack: the sizes of --pack's manifest (a space_to_depth pack such as "
+                         "models/target, with --checkpoint)")
+    ap.add_argument("--checkpoint", help="--model pack: the checkpoint scripts/ckpt_from_pack.py rebuilt from the pack")
     ap.add_argument("--vae-config", default="kl16", choices=sorted(mo.VAE_PRESETS))
-    ap.add_argument("--pack", required=True, help="pack folder holding checkpoint-last.pth and vae.ckpt")
+    ap.add_argument("--pack", required=True, help="pack folder holding checkpoint-last.pth and vae.ckpt (or, with "
+                    "--model pack, a marspec pack with fixed patch tokens)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--images", type=int, default=64)
     ap.add_argument("--num-iter", type=int, default=64, help="AR steps (MAR's default 64; L = one token per step)")
@@ -131,32 +182,23 @@ def main():
     from models import vae as official_vae  # noqa: E402
 
     load_start = time.perf_counter()
-    cfg, vcfg = mo.MAR_PRESETS[args.model], mo.VAE_PRESETS[args.vae_config]
-    model = official_mar.MAR(img_size=cfg["img_size"], vae_stride=cfg["vae_stride"], patch_size=cfg["patch_size"],
-                             encoder_embed_dim=cfg["width"], encoder_depth=cfg["depth"], encoder_num_heads=cfg["heads"],
-                             decoder_embed_dim=cfg["width"], decoder_depth=cfg["depth"], decoder_num_heads=cfg["heads"],
-                             mlp_ratio=4, norm_layer=partial(nn.LayerNorm, eps=1e-6), vae_embed_dim=cfg["vae_embed_dim"],
-                             class_num=cfg["class_num"], buffer_size=cfg["buffer_size"], diffloss_d=cfg["head_depth"],
-                             diffloss_w=cfg["head_width"], num_sampling_steps=str(args.steps))
-    ck = torch.load(os.path.join(args.pack, "checkpoint-last.pth"), map_location="cpu")
-    model.load_state_dict(ck["model_ema"], strict=True)  # marspec's names are the official ones
-    decoder = official_vae.Decoder(ch=vcfg["ch"], ch_mult=vcfg["ch_mult"], num_res_blocks=vcfg["num_res_blocks"],
-                                   z_channels=vcfg["z_channels"], out_ch=vcfg["out_ch"], attn_resolutions=vcfg["attn_resolutions"],
-                                   resolution=cfg["img_size"])
-    post = nn.Conv2d(vcfg["z_channels"], vcfg["z_channels"], 1)
-    vs = torch.load(os.path.join(args.pack, "vae.ckpt"), map_location="cpu")["model"]
-    decoder.load_state_dict({k[len("decoder."):]: v for k, v in vs.items() if k.startswith("decoder.")}, strict=True)
-    post.load_state_dict({k[len("post_quant_conv."):]: v for k, v in vs.items() if k.startswith("post_quant_conv.")}, strict=True)
+    if args.model == "pack":
+        model, decode, classes = toy_model(official_mar, args)
+        decoder = post = None
+    else:
+        model, decoder, post = mar_model(official_mar, official_vae, args)
+        decode, classes = (lambda tokens: decoder(post(tokens / mo.LATENT_SCALE))), mo.MAR_PRESETS[args.model]["class_num"]
     device = "cpu" if args.cpu else "cuda"
-    model, decoder, post = model.to(device).eval(), decoder.to(device).eval(), post.to(device).eval()
+    model = model.to(device).eval()
+    if decoder is not None:
+        decoder, post = decoder.to(device).eval(), post.to(device).eval()
     load_seconds = time.perf_counter() - load_start
-    parts = time_parts(model, decoder, post, args.cpu)
+    parts = time_parts(model, decoder, args.cpu)
 
     def batch_images(n, seed):
         torch.manual_seed(seed)
-        labels = torch.arange(n, device=device) % cfg["class_num"]
-        tokens = model.sample_tokens(n, num_iter=args.num_iter, cfg=args.cfg, labels=labels)
-        return decoder(post(tokens / mo.LATENT_SCALE))
+        labels = torch.arange(n, device=device) % classes
+        return decode(model.sample_tokens(n, num_iter=args.num_iter, cfg=args.cfg, labels=labels))
 
     with torch.no_grad():
         if args.warmup > 0:
