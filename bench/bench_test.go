@@ -46,6 +46,19 @@ func TestBenchmarksThroughTheAPI(t *testing.T) {
 		t.Fatalf("profile:\n%s", out.String())
 	}
 	out.Reset()
+	parts, err := Parts(target, PartsSettings{Images: 3, Batch: 2, NumIter: 4, Steps: 5, Rounds: 1, CFG: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// two batches of 4 AR steps, a guided pass each; 5 head steps per AR step; one decode per image
+	if parts.Transformer.Calls != 8 || parts.HeadStep.Calls != 40 || parts.Decode.Calls != 3 || parts.ImagesPerSecond <= 0 ||
+		parts.Transformer.Share+parts.HeadStep.Share > 1 {
+		t.Fatalf("parts: %+v", parts)
+	}
+	if err := PrintParts(&out, parts, nil); err != nil || !strings.Contains(out.String(), "transformer pass") {
+		t.Fatalf("parts table (%v):\n%s", err, out.String())
+	}
+	out.Reset()
 	grid := SpecGrid{Gammas: "4", Prefills: "0.05", Verifies: "prefix", Acceptances: "exact", Schedules: "batched",
 		Batches: "1", Drafts: "pack", ExitMaxErrors: "0", Rejections: "residual", Tolerances: "0", ImagesMin: 2, AblationGamma: 4}
 	runs := 0

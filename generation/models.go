@@ -33,7 +33,8 @@ type ORTModels struct {
 	ORTLib    string
 	Provider  string // cpu, cuda or cuda:N
 	Threads   int
-	Precision string // of the transformer and head graphs: mar.FP32 ("" too) or mar.Int8
+	Tuning    onnxrt.Tuning // ONNX Runtime's CPU settings (zero: its defaults)
+	Precision string        // of the transformer and head graphs: mar.FP32 ("" too) or mar.Int8
 
 	mu     sync.Mutex
 	models map[string]*mar.Model
@@ -74,7 +75,7 @@ func (o *ORTModels) Model(pack string) (*mar.Model, error) {
 	if err := onnxrt.Prepare(o.ORTLib, dev); err != nil {
 		return nil, err
 	}
-	m, err := p.Open(onnxrt.SessionOptions{Device: dev, IntraOpThreads: o.Threads})
+	m, err := p.Open(onnxrt.SessionOptions{Device: dev, IntraOpThreads: o.Threads, Tuning: o.Tuning})
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ const DefaultGPULib = "third_party/onnxruntime-gpu/libonnxruntime.so"
 type SessionOptions struct {
 	Device         Device
 	IntraOpThreads int // 0 = ONNX Runtime's default
+	Tuning         Tuning
 }
 
 var (
@@ -118,6 +119,10 @@ func newSessionOptions(opt SessionOptions) (*ort.SessionOptions, error) {
 			so.Destroy()
 			return nil, err
 		}
+	}
+	if err := opt.Tuning.apply(so); err != nil {
+		so.Destroy()
+		return nil, err
 	}
 	if opt.Device.CUDA {
 		if err := appendCUDA(so, opt.Device.ID); err != nil {

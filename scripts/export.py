@@ -41,7 +41,7 @@ def export(model, ck, name, out, sampling_steps):
     ids = torch.tensor([1, 2], dtype=torch.int64)
     drop = torch.zeros(b)
     with torch.no_grad():
-        torch.onnx.export(TransformerGraph(model), (tokens, mask, ids, drop),
+        torch.onnx.export(TransformerGraph(model, compact=True), (tokens, mask, ids, drop),
                           os.path.join(out, "transformer.onnx"), opset_version=17,
                           input_names=["tokens", "mask", "class_ids", "drop_class"], output_names=["z"],
                           dynamic_axes={"tokens": {0: "B"}, "mask": {0: "B"}, "class_ids": {0: "B"},

@@ -115,7 +115,7 @@ def export_transformer(model, cfg, out, external):
     batch = {0: "B"}
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         graph = os.path.join(tmp, "transformer.onnx")
-        onnx_export(TransformerGraph(model), sample_inputs(cfg, model), graph,
+        onnx_export(TransformerGraph(model, compact=True), sample_inputs(cfg, model), graph,
                           opset_version=17, input_names=["tokens", "mask", "class_ids", "drop_class"],
                           output_names=["z"], dynamic_axes={k: batch for k in ["tokens", "mask", "class_ids", "drop_class", "z"]})
         dest = os.path.join(out, "transformer.onnx")

@@ -6,11 +6,16 @@ import torch
 
 
 class TransformerGraph(torch.nn.Module):
-    def __init__(self, mar):
+    """transformer.onnx. compact: the encoder runs over the known tokens only (MAR packs; the
+    embedded Fashion-MNIST graphs were exported without it and are kept as they are)."""
+
+    def __init__(self, mar, compact=False):
         super().__init__()
-        self.mar = mar
+        self.mar, self.compact = mar, compact
 
     def forward(self, tokens, mask, class_ids, drop_class):
+        if self.compact:
+            return self.mar.forward_compact(tokens, mask, class_ids, drop_class)
         return self.mar.forward_keep(tokens, mask, class_ids, drop_class)
 
 

@@ -3,7 +3,9 @@
 Written for marspec: small enough to train on a CPU, same structure as MAR so the same export
 path serves official checkpoints. The encoder drops masked tokens while training (fast; all rows
 of a batch share one mask count) and masks them as attention keys in `forward_keep` (export:
-rows of one batch may differ in how many tokens they know).
+rows of one batch may differ in how many tokens they know). `forward_compact` is the export path
+that does what MAR's own sampler does, at any per-row counts: the encoder sees only the known
+tokens (padded to the row that knows most), not the whole sequence.
 """
 import math
 
@@ -207,6 +209,31 @@ class MAR(nn.Module):
         """Export path: masked tokens stay in the sequence but are never attended to."""
         depth = len(self.encoder_blocks)
         return self.finish_from(self.encode_until(tokens, mask, class_ids, drop, depth), mask, depth)
+
+    def forward_compact(self, tokens, mask, class_ids, drop):
+        """forward_keep's z with the encoder run over the known tokens only, as MAR's sampler does:
+        at MAR's schedules most of the sequence is masked for most AR steps, and the encoder's
+        work is proportional to the rows it sees. Rows that know fewer tokens than the row that
+        knows most are padded with masked positions, hidden as attention keys, and their
+        outputs are overwritten by the mask token before the decoder, so z is forward_keep's up
+        to summation order. Exports with a dynamic row count (TopK, Slice, GatherElements,
+        ScatterElements)."""
+        full_mask, _ = self._full_mask(mask)
+        b, seq = full_mask.shape
+        x = self._embed(tokens, class_ids, drop)
+        width = x.shape[2]
+        n_keep = (1 - full_mask).sum(dim=1).max().to(torch.int64)
+        kept_first = torch.argsort(full_mask, dim=1)[:, :n_keep]  # known (0) before masked (1)
+        pad = torch.gather(full_mask, 1, kept_first)
+        rows = kept_first[:, :, None].expand(-1, -1, width)
+        x = torch.gather(x, 1, rows)
+        for blk in self.encoder_blocks:
+            x = blk(x, pad * -1e9)
+        x = self.decoder_embed(self.encoder_norm(x))
+        full = self.mask_token.expand(b, seq, width).scatter(1, rows, x)
+        m = full_mask[:, :, None]
+        full = full * (1 - m) + self.mask_token * m  # the padding wrote to masked positions
+        return self._decode(full)
 
     def _full_mask(self, mask):
         """The mask over buffer + tokens (buffer rows always known) and its attention key bias."""

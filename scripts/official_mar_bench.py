@@ -11,7 +11,12 @@ strictly from the pack's checkpoint (so this also checks that marspec's paramete
 official ones); images are sampled with its sample_tokens and decoded with its VAE decoder.
 Where timm or tqdm is not installed, a stand-in is used and named in the output: MAR takes only
 timm's transformer Block (the pre-norm block, same parameter names) and tqdm's progress bar.
---cpu runs on the CPU by making .cuda() a no-op (a smoke test of this script; not a reference).
+--cpu runs on the CPU by making .cuda() a no-op: the reference for marspec's CPU numbers at real
+size (scripts/realsize_cpu_bench.sh alternates the two; set OMP_NUM_THREADS and
+OPENBLAS_NUM_THREADS to --threads before starting it, as that script does). --threads sets
+PyTorch's intra-op threads. Besides images/s it reports the time spent in each part of the
+official sampler (encoder + decoder = one transformer pass, the head's p_sample_loop, the VAE
+decode), per call, and the time to build the model and load the checkpoints (start-up).
 Prints one JSON object.
 """
 import argparse
@@ -57,33 +62,35 @@ def install_stand_ins():
     return used
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--code", required=True, help="folder of the official MAR repository")
-    ap.add_argument("--model", required=True, choices=sorted(mo.MAR_PRESETS))
-    ap.add_argument("--vae-config", default="kl16", choices=sorted(mo.VAE_PRESETS))
-    ap.add_argument("--pack", required=True, help="pack folder holding checkpoint-last.pth and vae.ckpt")
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--images", type=int, default=64)
-    ap.add_argument("--num-iter", type=int, default=64, help="AR steps (MAR's default 64; L = one token per step)")
-    ap.add_argument("--steps", type=int, default=100, help="diffusion sampling steps")
-    ap.add_argument("--cfg", type=float, default=1.0)
-    ap.add_argument("--cpu", action="store_true", help="run on the CPU (smoke test only)")
-    args = ap.parse_args()
-    if not os.path.isfile(os.path.join(args.code, "models", "mar.py")):
-        print(json.dumps({"skipped": f"{args.code}/models/mar.py not found: fetch the official MAR code first"}))
-        return
-    stand_ins = install_stand_ins()
-    if args.cpu:
-        torch.Tensor.cuda = lambda self, *a, **k: self
-        nn.Module.cuda = lambda self, *a, **k: self
-    elif not torch.cuda.is_available():
-        print(json.dumps({"skipped": "torch sees no CUDA device (use --cpu for a smoke test)"}))
-        return
-    sys.path.insert(0, os.path.abspath(args.code))
-    from models import mar as official_mar  # noqa: E402  (the fetched copy)
-    from models import vae as official_vae  # noqa: E402
+class PartTimes:
+    """Seconds and calls per part of the official sampler, filled by the wrappers time_parts installs."""
 
+    def __init__(self, synchronize):
+        self.sync, self.seconds, self.calls = synchronize, {}, {}
+
+    def wrap(self, name, fn):
+        def timed(*a, **k):
+            self.sync()
+            start = time.perf_counter()
+            out = fn(*a, **k)
+            self.sync()
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return out
+        return timed
+
+    def clear(self):
+        self.seconds.clear()
+        self.calls.clear()
+
+    def report(self):
+        return {n: {"seconds": s, "calls": self.calls[n], "ms_per_call": 1000 * s / self.calls[n]}
+                for n, s in self.seconds.items()}
+
+
+def mar_model(official_mar, official_vae, args):
+    """The official MAR class at a preset's sizes and its KL-16 decoder, from the pack's
+    official-layout checkpoints (make_random_packs.py --checkpoint)."""
     cfg, vcfg = mo.MAR_PRESETS[args.model], mo.VAE_PRESETS[args.vae_config]
     model = official_mar.MAR(img_size=cfg["img_size"], vae_stride=cfg["vae_stride"], patch_size=cfg["patch_size"],
                              encoder_embed_dim=cfg["width"], encoder_depth=cfg["depth"], encoder_num_heads=cfg["heads"],
@@ -100,17 +107,103 @@ def main():
     vs = torch.load(os.path.join(args.pack, "vae.ckpt"), map_location="cpu")["model"]
     decoder.load_state_dict({k[len("decoder."):]: v for k, v in vs.items() if k.startswith("decoder.")}, strict=True)
     post.load_state_dict({k[len("post_quant_conv."):]: v for k, v in vs.items() if k.startswith("post_quant_conv.")}, strict=True)
+    return model, decoder, post
+
+
+def toy_model(official_mar, args):
+    """The official MAR class at the sizes of a marspec pack with fixed patch tokens (the embedded
+    Fashion-MNIST target), loaded strictly from --checkpoint (scripts/ckpt_from_pack.py rebuilds
+    one from the pack's graphs). Tokens are pixels, so decoding is the official unpatchify that
+    sample_tokens already ends with; nothing else is timed as the decode."""
+    with open(os.path.join(args.pack, "manifest.json")) as f:
+        man = json.load(f)
+    if man["tokenizer"]["kind"] != "space_to_depth":
+        sys.exit(f"official_mar_bench: --model pack takes packs with space_to_depth tokens; {args.pack} has "
+                 f"{man['tokenizer']['kind']} (use --model mar_base etc. with its checkpoint)")
+    c, patch = man["training"]["config"], man["tokenizer"]["patch"]
+    if c["enc_depth"] != c["dec_depth"]:
+        sys.exit(f"official_mar_bench: the official MAR class needs equal encoder and decoder depths, {args.pack} has {c}")
+    model = official_mar.MAR(img_size=man["image"]["height"], vae_stride=patch, patch_size=1,
+                             encoder_embed_dim=c["width"], encoder_depth=c["enc_depth"], encoder_num_heads=c["heads"],
+                             decoder_embed_dim=c["width"], decoder_depth=c["dec_depth"], decoder_num_heads=c["heads"],
+                             mlp_ratio=4, norm_layer=partial(nn.LayerNorm, eps=1e-6), vae_embed_dim=man["token_dim"],
+                             class_num=len(man["classes"]), buffer_size=man["buffer_size"], diffloss_d=c["head_depth"],
+                             diffloss_w=c["head_width"], num_sampling_steps=str(args.steps))
+    ck = torch.load(args.checkpoint, map_location="cpu")
+    model.load_state_dict(ck["model_ema"], strict=True)
+    return model, (lambda tokens: tokens), len(man["classes"])
+
+
+def time_parts(model, decoder, cpu):
+    """Times the official model's own methods in place: a transformer pass is one encoder plus one
+    decoder call, a head call is one whole p_sample_loop (all diffusion steps of one AR step)."""
+    parts = PartTimes((lambda: None) if cpu else torch.cuda.synchronize)
+    model.forward_mae_encoder = parts.wrap("encoder", model.forward_mae_encoder)
+    model.forward_mae_decoder = parts.wrap("decoder", model.forward_mae_decoder)
+    model.diffloss.sample = parts.wrap("head_loop", model.diffloss.sample)
+    if decoder is not None:
+        decoder.forward = parts.wrap("vae_decode", decoder.forward)
+    return parts
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--code", required=True, help="folder of the official MAR repository")
+    ap.add_argument("--model", required=True, choices=sorted(mo.MAR_PRESETS) + ["pack"],
+                    help="an official preset, or pack: the sizes of --pack's manifest (a space_to_depth pack such as "
+                         "models/target, with --checkpoint)")
+    ap.add_argument("--checkpoint", help="--model pack: the checkpoint scripts/ckpt_from_pack.py rebuilt from the pack")
+    ap.add_argument("--vae-config", default="kl16", choices=sorted(mo.VAE_PRESETS))
+    ap.add_argument("--pack", required=True, help="pack folder holding checkpoint-last.pth and vae.ckpt (or, with "
+                    "--model pack, a marspec pack with fixed patch tokens)")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--images", type=int, default=64)
+    ap.add_argument("--num-iter", type=int, default=64, help="AR steps (MAR's default 64; L = one token per step)")
+    ap.add_argument("--steps", type=int, default=100, help="diffusion sampling steps")
+    ap.add_argument("--cfg", type=float, default=1.0)
+    ap.add_argument("--cpu", action="store_true", help="run on the CPU (.cuda() becomes a no-op)")
+    ap.add_argument("--warmup", type=int, default=2, help="images generated (untimed) before the timed ones")
+    ap.add_argument("--threads", type=int, default=0, help="PyTorch intra-op threads (0 = its default)")
+    args = ap.parse_args()
+    if not os.path.isfile(os.path.join(args.code, "models", "mar.py")):
+        print(json.dumps({"skipped": f"{args.code}/models/mar.py not found: fetch the official MAR code first"}))
+        return
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    stand_ins = install_stand_ins()
+    if args.cpu:
+        torch.Tensor.cuda = lambda self, *a, **k: self
+        nn.Module.cuda = lambda self, *a, **k: self
+    elif not torch.cuda.is_available():
+        print(json.dumps({"skipped": "torch sees no CUDA device (use --cpu for a smoke test)"}))
+        return
+    sys.path.insert(0, os.path.abspath(args.code))
+    from models import mar as official_mar  # noqa: E402  (the fetched copy)
+    from models import vae as official_vae  # noqa: E402
+
+    load_start = time.perf_counter()
+    if args.model == "pack":
+        model, decode, classes = toy_model(official_mar, args)
+        decoder = post = None
+    else:
+        model, decoder, post = mar_model(official_mar, official_vae, args)
+        decode, classes = (lambda tokens: decoder(post(tokens / mo.LATENT_SCALE))), mo.MAR_PRESETS[args.model]["class_num"]
     device = "cpu" if args.cpu else "cuda"
-    model, decoder, post = model.to(device).eval(), decoder.to(device).eval(), post.to(device).eval()
+    model = model.to(device).eval()
+    if decoder is not None:
+        decoder, post = decoder.to(device).eval(), post.to(device).eval()
+    load_seconds = time.perf_counter() - load_start
+    parts = time_parts(model, decoder, args.cpu)
 
     def batch_images(n, seed):
         torch.manual_seed(seed)
-        labels = torch.arange(n, device=device) % cfg["class_num"]
-        tokens = model.sample_tokens(n, num_iter=args.num_iter, cfg=args.cfg, labels=labels)
-        return decoder(post(tokens / mo.LATENT_SCALE))
+        labels = torch.arange(n, device=device) % classes
+        return decode(model.sample_tokens(n, num_iter=args.num_iter, cfg=args.cfg, labels=labels))
 
     with torch.no_grad():
-        batch_images(min(args.batch, 2), 0)  # warm-up: kernels, allocator
+        if args.warmup > 0:
+            batch_images(min(args.batch, args.warmup), 0)  # warm-up: kernels, allocator
+        parts.clear()
         if not args.cpu:
             torch.cuda.synchronize()
         start, done = time.perf_counter(), 0
@@ -123,6 +216,7 @@ def main():
         sec = time.perf_counter() - start
     print(json.dumps({"model": args.model, "batch": args.batch, "images": done, "num_iter": args.num_iter,
                       "steps": args.steps, "cfg": args.cfg, "seconds": sec, "images_per_second": done / sec,
+                      "threads": torch.get_num_threads(), "load_seconds": load_seconds, "parts": parts.report(),
                       "device": torch.cuda.get_device_name(0) if not args.cpu else "cpu", "torch": torch.__version__,
                       "stand_ins": stand_ins}))
 

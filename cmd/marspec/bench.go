@@ -27,12 +27,16 @@ func runBench(args []string) error {
 	fs.IntVar(&pf.Batch, "batch", 0, "--profile: images per batch (0 = all)")
 	fs.IntVar(&pf.NumIter, "num-iter", 0, "--profile, --precisions: AR steps (0 = one token per step)")
 	fs.Float64Var(&pf.CFG, "cfg", 1, "--profile: guidance scale (1 = none)")
-	fs.IntVar(&pf.Rounds, "rounds", 3, "--profile: timed generations per path, interleaved; --precisions: measurements per precision, in turns")
+	fs.IntVar(&pf.Rounds, "rounds", 3, "--profile/--parts: timed generations (per path, interleaved, for --profile); --precisions: measurements per precision, in turns")
 	var ps bench.PrecisionSettings
 	precisions := fs.String("precisions", "", "compare the target pack at these precisions side by side instead (e.g. fp32,int8): output differences, then ms per transformer pass and head step and images/s, median of --rounds taken in turns")
 	forwardBatches := fs.String("forward-batches", "1,8,32", "--precisions: transformer batches (images)")
 	headRows := fs.String("head-rows", "1,8,32", "--precisions: head batches (token rows)")
 	genBatches := fs.String("gen-batches", "1,8", "--precisions: one timed generation per entry, of that many images in one batch (--num-iter, --steps; empty = none)")
+	parts := fs.Bool("parts", false, "time one target-only generation per model part instead (transformer pass, head step, decode; "+
+		"the pack's open time), as scripts/realsize_cpu_bench.sh sets beside the official code; takes --batch, --num-iter, --cfg, --steps, --images, --rounds")
+	gemm := fs.String("gemm", "", "with --parts: also measure ONNX Runtime's fp32 MatMul at MxKxN (e.g. 2560x768x3072), the peak the parts are compared with")
+	asJSON := fs.Bool("json", false, "with --parts: print one JSON object instead of the table")
 	var sb bench.SpecGrid
 	quiet := addSpecGridFlags(fs, &sb)
 	if err := parseFlags(fs, args); err != nil {
@@ -47,6 +51,10 @@ func runBench(args []string) error {
 	if *precisions != "" {
 		ps.Reps, ps.Rounds, ps.NumIter, ps.Steps = *reps, pf.Rounds, pf.NumIter, *steps
 		return comparePrecisions(rt, *target, *precisions, *forwardBatches, *headRows, *genBatches, ps)
+	}
+	if *parts {
+		return runParts(rt, *target, bench.PartsSettings{Images: *images, Batch: pf.Batch, NumIter: pf.NumIter, Steps: *steps,
+			Rounds: pf.Rounds, CFG: pf.CFG}, *gemm, *asJSON)
 	}
 	if *profile {
 		m, err := rt.open(*target)

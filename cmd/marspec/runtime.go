@@ -14,9 +14,26 @@ type runtimeFlags struct {
 	device   onnxrt.Device
 	provider string // the device's provider, cpu or cuda: what the auto schedule keys on
 	threads  int
+	tuning   onnxrt.Tuning
 	// precision of the transformer and head graphs (mar.FP32, mar.Int8); checked where packs
 	// are read, so a pack without int8 graphs is named
 	precision string
+}
+
+// tuningFlag parses --ort-tuning when the flags are read, naming a bad key or value.
+type tuningFlag struct{ rt *runtimeFlags }
+
+func (f tuningFlag) String() string {
+	if f.rt == nil {
+		return ""
+	}
+	return f.rt.tuning.String()
+}
+
+func (f tuningFlag) Set(s string) error {
+	t, err := onnxrt.ParseTuning(s)
+	f.rt.tuning = t
+	return err
 }
 
 // deviceFlag parses --device (and its older name --provider) when the flags are read, so a
@@ -46,6 +63,7 @@ func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
 	fs.Var(deviceFlag{rt}, "device", onnxrt.DeviceHelp)
 	fs.Var(deviceFlag{rt}, "provider", "same as --device (older name)")
 	fs.IntVar(&rt.threads, "threads", 0, "ONNX Runtime intra-op threads (0 = its default)")
+	fs.Var(tuningFlag{rt}, "ort-tuning", onnxrt.TuningHelp)
 	rt.precision = mar.FP32
 	return rt
 }
@@ -63,7 +81,7 @@ func (rt *runtimeFlags) sessionOptions() (onnxrt.SessionOptions, error) {
 	if err := onnxrt.Prepare(rt.ortLib, rt.device); err != nil {
 		return onnxrt.SessionOptions{}, err
 	}
-	return onnxrt.SessionOptions{Device: rt.device, IntraOpThreads: rt.threads}, nil
+	return onnxrt.SessionOptions{Device: rt.device, IntraOpThreads: rt.threads, Tuning: rt.tuning}, nil
 }
 
 // open loads a pack (generation.LoadPackAt: embedded name or folder, at --precision) and opens its graphs.

@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"marspec/mar"
+	"marspec/onnxrt"
+)
+
+// PartsSettings are what `bench --parts` generates: target-only images at MAR's schedule,
+// the same call sequence the official sampler makes, timed per model part.
+type PartsSettings struct {
+	Images, Batch, NumIter, Steps, Rounds int // Batch 0 = all images at once
+	CFG                                   float64
+}
+
+// PartTiming is one model part over a timed round: its calls and their mean time.
+type PartTiming struct {
+	Calls     int     `json:"calls"` // in one generation of all the images
+	MsPerCall float64 `json:"ms_per_call"`
+	Share     float64 `json:"share"` // of the round's wall time
+}
+
+// PartsReport is one `bench --parts` measurement, printed as a table or as JSON for
+// scripts/realsize_cpu_bench.sh to set beside the official code's parts.
+type PartsReport struct {
+	Pack            string     `json:"pack"`
+	Images          int        `json:"images"`
+	Batch           int        `json:"batch"`
+	NumIter         int        `json:"num_iter"`
+	Steps           int        `json:"steps"`
+	CFG             float64    `json:"cfg"`
+	Rounds          int        `json:"rounds"`
+	Threads         int        `json:"threads"`
+	Tuning          string     `json:"ort_tuning"`
+	OpenSeconds     float64    `json:"open_seconds"` // pack read and sessions created
+	ImagesPerSecond float64    `json:"images_per_second"`
+	Transformer     PartTiming `json:"transformer"` // one pass over the batch (guided rows included)
+	HeadStep        PartTiming `json:"head_step"`   // one diffusion step over an AR step's tokens
+	Decode          PartTiming `json:"decode"`      // one image through the tokenizer
+	LoadAverage     [2]string  `json:"load_average"`
+}
+
+// timedTokenizer times the decoder, which Generate calls once per finished image.
+type timedTokenizer struct {
+	mar.Tokenizer
+	t *partTime
+}
+
+func (w timedTokenizer) Decode(tokens []float32) []uint8 {
+	defer w.t.since(time.Now())
+	return w.Tokenizer.Decode(tokens)
+}
+
+// Parts generates pf.Images target-only images pf.Rounds times (after one untimed image)
+// with every transformer, head and decoder call timed, and reports the median round.
+func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
+	if pf.Images < 1 || pf.Rounds < 1 {
+		return PartsReport{}, fmt.Errorf("--images and --rounds must be at least 1")
+	}
+	opt := mar.Options{Seed: 1, CFG: pf.CFG, NumIter: pf.NumIter, Steps: pf.Steps, Batch: pf.Batch}
+	if err := m.Validate(&opt); err != nil {
+		return PartsReport{}, err
+	}
+	classes := make([]int, pf.Images)
+	for i := range classes {
+		classes[i] = i % len(m.Manifest.Classes)
+	}
+	onnxTr, onnxHead, tok := m.Transformer, m.Head, m.Tokenizer
+	defer func() { m.Transformer, m.Head, m.Tokenizer = onnxTr, onnxHead, tok }()
+	type round struct {
+		wall          time.Duration
+		tr, head, dec partTime
+	}
+	var rounds []round
+	load0 := loadAvg()
+	for r := 0; r <= pf.Rounds; r++ { // round 0, one image, warms up (pre-packing, arena) and is not kept
+		var rd round
+		imgs := classes
+		if r == 0 {
+			imgs = classes[:1]
+		}
+		m.Transformer = timedTransformer{onnxTr, &rd.tr}
+		m.Head = timedHead{onnxHead, &rd.head} // hides a fused head graph: the per-step path, as on the CPU
+		m.Tokenizer = timedTokenizer{tok, &rd.dec}
+		start := time.Now()
+		if _, err := m.Generate(imgs, opt); err != nil {
+			return PartsReport{}, err
+		}
+		rd.wall = time.Since(start)
+		if r > 0 {
+			rounds = append(rounds, rd)
+		}
+	}
+	sort.Slice(rounds, func(i, j int) bool { return rounds[i].wall < rounds[j].wall })
+	med := rounds[len(rounds)/2]
+	timing := func(p partTime) PartTiming {
+		if p.calls == 0 {
+			return PartTiming{}
+		}
+		return PartTiming{Calls: p.calls, MsPerCall: ms(p.d) / float64(p.calls),
+			Share: p.d.Seconds() / med.wall.Seconds()}
+	}
+	return PartsReport{Pack: m.Manifest.Name, Images: pf.Images, Batch: opt.Batch, NumIter: opt.NumIter, Steps: opt.Steps,
+		CFG: pf.CFG, Rounds: pf.Rounds, ImagesPerSecond: float64(pf.Images) / med.wall.Seconds(),
+		Transformer: timing(med.tr), HeadStep: timing(med.head), Decode: timing(med.dec),
+		LoadAverage: [2]string{load0, loadAvg()}}, nil
+}
+
+// PrintParts writes a PartsReport as a table, with the GEMM peak when one was measured.
+func PrintParts(out io.Writer, r PartsReport, peak *onnxrt.GEMMResult) error {
+	fmt.Fprintf(out, "# marspec bench --parts: %s/%s, %d CPUs, intra-op threads %d, ort tuning %s, load average %s at start, %s at end\n",
+		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), r.Threads, r.Tuning, r.LoadAverage[0], r.LoadAverage[1])
+	fmt.Fprintf(out, "# %s target-only: %d images, batch %d (0 = all), num-iter %d, steps %d, cfg %g; median of %d rounds; pack opened in %.2f s\n\n",
+		r.Pack, r.Images, r.Batch, r.NumIter, r.Steps, r.CFG, r.Rounds, r.OpenSeconds)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "part\tcalls\tms per call\tshare of wall time\t")
+	for _, p := range []struct {
+		name string
+		t    PartTiming
+	}{{"transformer pass", r.Transformer}, {"head step", r.HeadStep}, {"decode", r.Decode}} {
+		fmt.Fprintf(w, "%s\t%d\t%.2f\t%.1f%%\t\n", p.name, p.t.Calls, p.t.MsPerCall, 100*p.t.Share)
+	}
+	fmt.Fprintf(w, "images/s\t\t%.4f\t\t\n", r.ImagesPerSecond)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if peak != nil {
+		fmt.Fprintf(out, "\nfp32 GEMM in ONNX Runtime (MatMul %dx%d by a constant %dx%d, median): %.2f ms, %.1f GFLOP/s\n",
+			peak.M, peak.K, peak.K, peak.N, peak.MsPerCall, peak.GFLOPs)
+	}
+	return nil
+}

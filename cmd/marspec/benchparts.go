@@ -1,0 +1,52 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"marspec/bench"
+	"marspec/onnxrt"
+)
+
+// runParts is `bench --parts`: the pack's open time, one generation timed per part and,
+// with --gemm, the MatMul peak the parts are measured against.
+func runParts(rt *runtimeFlags, target string, pf bench.PartsSettings, gemm string, asJSON bool) error {
+	var m, k, n int
+	if gemm != "" {
+		if _, err := fmt.Sscanf(gemm, "%dx%dx%d", &m, &k, &n); err != nil || m < 1 || k < 1 || n < 1 {
+			return fmt.Errorf("--gemm %q: want MxKxN with positive sizes, e.g. 2560x768x3072", gemm)
+		}
+	}
+	start := time.Now()
+	model, err := rt.open(target)
+	if err != nil {
+		return err
+	}
+	open := time.Since(start).Seconds()
+	report, err := bench.Parts(model, pf)
+	if err != nil {
+		return err
+	}
+	report.OpenSeconds, report.Threads, report.Tuning = open, rt.threads, rt.tuning.String()
+	var peak *onnxrt.GEMMResult
+	if gemm != "" {
+		opt, err := rt.sessionOptions()
+		if err != nil {
+			return err
+		}
+		r, err := onnxrt.MeasureGEMM(opt, m, k, n, 10)
+		if err != nil {
+			return err
+		}
+		peak = &r
+	}
+	if asJSON {
+		return json.NewEncoder(os.Stdout).Encode(struct {
+			bench.PartsReport
+			GEMM *onnxrt.GEMMResult `json:"gemm,omitempty"`
+		}{report, peak})
+	}
+	return bench.PrintParts(os.Stdout, report, peak)
+}

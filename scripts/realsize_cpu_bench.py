@@ -1,0 +1,173 @@
+"""marspec against the official MAR code on the CPU, at real size, alternated in one run.
+
+  /usr/bin/python3 scripts/make_random_packs.py --models mar_base --checkpoint --out out/packs
+  /usr/bin/python3 scripts/realsize_cpu_bench.py --pack out/packs/mar-base --code out/official-mar
+
+For each thread count, batch and CFG scale, the two sides run one after the other (marspec's
+`bench --parts --json`, then scripts/official_mar_bench.py --cpu on the same weights, same
+num_iter and diffusion steps), --reps times, each side a process of its own after one untimed
+warm-up image. Each side reports images/s, the time per transformer pass, head step and decode
+(the official code's own methods, timed in place) and the time to open the pack or load the
+checkpoints. FLOPs per part come from scripts/realsize_flops.py; --gemm measures ONNX Runtime's
+fp32 MatMul, the peak the parts are compared with. Results go to OUT/results.jsonl (appended)
+and OUT/realsize.md (the tables for docs/BENCHMARKS.md).
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def run_json(cmd, env):
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"realsize_cpu_bench: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def thread_env(threads):
+    env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(threads)
+    return env
+
+
+def marspec(args, threads, batch, cfg, tuning=""):
+    cmd = [args.marspec, "bench", "--parts", "--json", "--target", args.pack, "--images", str(batch), "--batch", str(batch),
+           "--num-iter", str(args.num_iter), "--steps", str(args.steps), "--cfg", str(cfg), "--rounds", "1",
+           "--threads", str(threads)]
+    if tuning:
+        cmd += ["--ort-tuning", tuning]
+    r = run_json(cmd, thread_env(threads))
+    return {"side": "marspec", "images_per_second": r["images_per_second"], "open_seconds": r["open_seconds"],
+            "transformer_ms": r["transformer"]["ms_per_call"], "head_step_ms": r["head_step"]["ms_per_call"],
+            "decode_ms": r["decode"]["ms_per_call"], "tuning": r["ort_tuning"]}
+
+
+def official(args, threads, batch, cfg):
+    cmd = [sys.executable, os.path.join(HERE, "official_mar_bench.py"), "--code", args.code, "--model", args.model,
+           "--pack", args.pack, "--batch", str(batch), "--images", str(batch), "--num-iter", str(args.num_iter),
+           "--steps", str(args.steps), "--cfg", str(cfg), "--cpu", "--threads", str(threads), "--warmup", "1"]
+    r = run_json(cmd, thread_env(threads))
+    p = r["parts"]
+    per_pass = (p["encoder"]["seconds"] + p["decoder"]["seconds"]) / p["encoder"]["calls"]
+    # one p_sample_loop call is all diffusion steps of one AR step; the VAE decodes the batch at once
+    return {"side": "official", "images_per_second": r["images_per_second"], "open_seconds": r["load_seconds"],
+            "transformer_ms": 1000 * per_pass, "head_step_ms": p["head_loop"]["ms_per_call"] / args.steps,
+            "decode_ms": p["vae_decode"]["ms_per_call"] / batch, "stand_ins": r["stand_ins"], "torch": r["torch"]}
+
+
+def med(rows, key):
+    return statistics.median(r[key] for r in rows)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pack", default="out/packs/mar-base", help="a make_random_packs.py --checkpoint pack")
+    ap.add_argument("--code", default="out/official-mar", help="a copy of the official MAR code (models/, diffusion/)")
+    ap.add_argument("--model", default="mar_base")
+    ap.add_argument("--marspec", default=os.path.join(ROOT, "bin", "marspec"))
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--cfgs", default="1,3")
+    ap.add_argument("--num-iter", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=1, help="alternated repetitions per setting (medians reported)")
+    ap.add_argument("--tunings", default="", help="also time marspec alone at batch 1, CFG 1, under each ORT tuning "
+                    "(';'-separated --ort-tuning values, 'default' for none), alternated")
+    ap.add_argument("--gemm", default="", help="MxKxN: ONNX Runtime's fp32 MatMul peak at each thread count")
+    ap.add_argument("--out", default="out/realsize")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    flops = run_json([sys.executable, os.path.join(HERE, "realsize_flops.py"), "--model", args.model,
+                      "--num-iter", str(args.num_iter)], dict(os.environ))
+    log = open(os.path.join(args.out, "results.jsonl"), "a")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    md = [f"Run {started} on {platform.machine()}, {os.cpu_count()} CPUs ({cpu_name()}); {args.model} random weights, "
+          f"num_iter {args.num_iter}, {args.steps} diffusion steps; {args.reps} alternated repetition(s), medians.", ""]
+    md += ["| threads | batch | cfg | marspec img/s | official img/s | ratio | transformer pass ms (m / o) | "
+           "head step ms (m / o) | decode ms/img (m / o) | open s (m / o) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    gflops_rows = []
+    for threads in [int(t) for t in args.threads.split(",")]:
+        for batch in [int(b) for b in args.batches.split(",")]:
+            for cfg in [float(c) for c in args.cfgs.split(",")]:
+                ms, os_ = [], []
+                for rep in range(args.reps):
+                    for side in (marspec, official) if rep % 2 == 0 else (official, marspec):
+                        r = side(args, threads, batch, cfg)
+                        r.update(threads=threads, batch=batch, cfg=cfg, rep=rep, load=os.getloadavg()[0])
+                        log.write(json.dumps(r) + "\n")
+                        log.flush()
+                        (ms if r["side"] == "marspec" else os_).append(r)
+                        print(json.dumps(r), file=sys.stderr)
+                m = {k: med(ms, k) for k in ("images_per_second", "transformer_ms", "head_step_ms", "decode_ms", "open_seconds")}
+                o = {k: med(os_, k) for k in m}
+                md.append(f"| {threads} | {batch} | {cfg:g} | {m['images_per_second']:.4f} | {o['images_per_second']:.4f} | "
+                          f"**{m['images_per_second'] / o['images_per_second']:.2f}x** | {m['transformer_ms']:.0f} / {o['transformer_ms']:.0f} | "
+                          f"{m['head_step_ms']:.1f} / {o['head_step_ms']:.1f} | {m['decode_ms']:.0f} / {o['decode_ms']:.0f} | "
+                          f"{m['open_seconds']:.1f} / {o['open_seconds']:.1f} |")
+                rows = 2 * batch if cfg != 1 else batch  # guidance runs the unconditional rows too
+                gflops_rows.append((threads, batch, cfg, rows, m, o))
+    md += ["", "Achieved GFLOP/s (FLOPs from scripts/realsize_flops.py; the transformer at the schedule's mean pass, "
+           f"{flops['transformer_gflop_mean_pass']:.1f} GFLOP per image row; a head step at the schedule's mean tokens per AR step):", "",
+           "| threads | batch | cfg | transformer (m / o) | head step (m / o) | decode (m / o) |", "|---|---|---|---|---|---|"]
+    mean_tokens = flops["seq_len"] / args.num_iter  # a head step samples one AR step's tokens
+    for threads, batch, cfg, rows, m, o in gflops_rows:
+        tr = flops["transformer_gflop_mean_pass"] * rows
+        hd = flops["head_gflop_per_token_step"] * mean_tokens * rows
+        dc = flops["decode_gflop_per_image"]
+        g = lambda gf, ms_: gf / (ms_ / 1000)
+        md.append(f"| {threads} | {batch} | {cfg:g} | {g(tr, m['transformer_ms']):.0f} / {g(tr, o['transformer_ms']):.0f} | "
+                  f"{g(hd, m['head_step_ms']):.0f} / {g(hd, o['head_step_ms']):.0f} | {g(dc, m['decode_ms']):.0f} / {g(dc, o['decode_ms']):.0f} |")
+    if args.gemm:
+        md += [""]
+        for threads in [int(t) for t in args.threads.split(",")]:
+            cmd = [args.marspec, "bench", "--parts", "--json", "--images", "1", "--rounds", "1", "--num-iter", "2", "--steps", "1",
+                   "--threads", str(threads), "--gemm", args.gemm]
+            gm = run_json(cmd, thread_env(threads))["gemm"]
+            log.write(json.dumps({"gemm": gm, "threads": threads}) + "\n")
+            md.append(f"fp32 GEMM peak, ONNX Runtime MatMul {args.gemm}, {threads} thread(s): {gm['GFLOPs']:.1f} GFLOP/s ({gm['MsPerCall']:.1f} ms)")
+    if args.tunings:
+        md += ["", "ONNX Runtime tuning, marspec alone, batch 1, CFG 1, alternated:", "",
+               "| threads | tuning | img/s | transformer ms | head step ms | decode ms |", "|---|---|---|---|---|---|"]
+        tunings = [t.strip() for t in args.tunings.split(";")]
+        for threads in [int(t) for t in args.threads.split(",")]:
+            res = {t: [] for t in tunings}
+            for rep in range(args.reps):
+                for t in tunings:
+                    r = marspec(args, threads, 1, 1.0, "" if t == "default" else t)
+                    r.update(threads=threads, rep=rep, load=os.getloadavg()[0])
+                    log.write(json.dumps(r) + "\n")
+                    res[t].append(r)
+            for t in tunings:
+                rs = res[t]
+                md.append(f"| {threads} | {t} | {med(rs, 'images_per_second'):.4f} | {med(rs, 'transformer_ms'):.0f} | "
+                          f"{med(rs, 'head_step_ms'):.1f} | {med(rs, 'decode_ms'):.0f} |")
+    md += ["", f"FLOPs: transformer {flops['transformer_gflop_mean_pass']:.1f} GFLOP per row at the mean pass "
+           f"({flops['transformer_gflop_full_sequence']:.1f} over the full sequence), head {1000 * flops['head_gflop_per_token_step']:.1f} "
+           f"MFLOP per token and step, decode {flops['decode_gflop_per_image']:.0f} GFLOP per image."]
+    with open(os.path.join(args.out, "realsize.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
+
+
+if __name__ == "__main__":
+    main()
