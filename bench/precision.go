@@ -42,8 +42,16 @@ func ComparePrecisions(out io.Writer, models []Named, set PrecisionSettings) err
 	for _, b := range set.HeadRows {
 		parts = append(parts, measure{headStep, "head step (ms)", b})
 	}
+	schedule := "one token per step"
+	if set.NumIter > 0 {
+		schedule = fmt.Sprintf("num_iter %d", set.NumIter)
+	}
+	steps := "the pack's steps"
+	if set.Steps > 0 {
+		steps = fmt.Sprintf("steps %d", set.Steps)
+	}
 	for _, b := range set.GenBatches {
-		parts = append(parts, measure{generateImages, fmt.Sprintf("generate num_iter %d, steps %d (images/s)", set.NumIter, set.Steps), b})
+		parts = append(parts, measure{generateImages, fmt.Sprintf("generate %s, %s (images/s)", schedule, steps), b})
 	}
 	samples := make([]map[measure][]float64, len(models))
 	for i := range samples {
