@@ -34,7 +34,8 @@ type chunkGenerator struct {
 func newChunkGenerator(text string, s Settings, target, draft *mar.Model, schedule, provider string) (chunkGenerator, error) {
 	base := generation.Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"},
 		Seed: &s.Seed, CFG: &s.CFG, Temperature: &s.Temperature, Steps: &s.Steps, Schedule: schedule}}
-	cat := generation.Catalog{TargetPack: "target", DraftPack: "draft", Target: target.Manifest, Draft: draft.Manifest, Provider: provider}
+	cat := generation.Catalog{TargetPack: "target", DraftPack: "draft", Target: target.Manifest, Draft: draft.Manifest, Provider: provider,
+		Precision: s.Precision}
 	rc, err := generation.ParseRunConfig(text, base, cat)
 	if err != nil {
 		return chunkGenerator{}, err

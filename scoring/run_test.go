@@ -75,6 +75,11 @@ func TestRunThroughTheAPI(t *testing.T) {
 	if _, err := Open(m, dir, other, "evaluator", "auto"); err == nil || !strings.Contains(err.Error(), "--n: the run has 20, this command 30") {
 		t.Errorf("resume with another N: %v", err)
 	}
+	other = s
+	other.Precision = "int8" // a run made at fp32 is not continued with int8 graphs
+	if _, err := Open(m, dir, other, "evaluator", "auto"); err == nil || !strings.Contains(err.Error(), `--precision: the run has "", this command "int8"`) {
+		t.Errorf("resume at another precision: %v", err)
+	}
 	if md, err := Table([]string{dir}); err != nil || !strings.Contains(md, "target-only num_iter=4") {
 		t.Errorf("table of the run: %v\n%s", err, md)
 	}

@@ -22,6 +22,10 @@ type Settings struct {
 	Target      string   `json:"target"`
 	Draft       string   `json:"draft"`
 	Configs     []string `json:"configs"`
+	// Precision of the packs' transformer and head graphs: "" for fp32 (so runs made before
+	// there was a choice resume as they were) or "int8"; the models given to Open must be
+	// opened at it (the CLI's --precision does both).
+	Precision string `json:"precision,omitempty"`
 }
 
 // DefaultConfigs are eval's configurations when none are given: the paper's Table 3.

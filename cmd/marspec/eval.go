@@ -23,6 +23,7 @@ func runEval(args []string) error {
 	}
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	rt := addRuntimeFlags(fs)
+	rt.addPrecisionFlag(fs)
 	var s scoring.Settings
 	out := fs.String("out", "", "run folder (required); an existing one is resumed")
 	fs.IntVar(&s.N, "n", 2000, "images per configuration (classes cycle 0..9)")
@@ -56,6 +57,10 @@ func runEval(args []string) error {
 		return fmt.Errorf("--n must be 10 to 1000000, --chunk and --batch positive")
 	}
 	s.Configs = splitList(*configs)
+	var err error
+	if s.Precision, err = rt.pinnedPrecision(); err != nil {
+		return fmt.Errorf("--precision: %w", err)
+	}
 	shardI, shardN, err := scoring.ParseShard(*shard)
 	if err != nil {
 		return err

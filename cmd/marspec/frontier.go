@@ -14,6 +14,7 @@ import (
 func runFrontier(args []string) error {
 	fs := flag.NewFlagSet("frontier", flag.ContinueOnError)
 	rt := addRuntimeFlags(fs)
+	rt.addPrecisionFlag(fs)
 	var s scoring.FrontierSettings
 	out := fs.String("out", "", "run folder (required); an existing one is resumed")
 	fs.IntVar(&s.N, "n", 2000, "images per configuration (classes cycle 0..9)")
@@ -47,6 +48,10 @@ func runFrontier(args []string) error {
 		return fmt.Errorf("--n must be 10 to 1000000, --chunk and --batch positive")
 	}
 	s.Configs = splitList(*configs)
+	var err error
+	if s.Precision, err = rt.pinnedPrecision(); err != nil {
+		return fmt.Errorf("--precision: %w", err)
+	}
 	s.ReferenceSeed = *refSeed
 	if s.ReferenceSeed == 0 {
 		s.ReferenceSeed = s.Seed + 1

@@ -75,6 +75,16 @@ func (rt *runtimeFlags) addPrecisionFlag(fs *flag.FlagSet) {
 		" (int8: the pack's quantised graphs, scripts/quantize_pack.py)")
 }
 
+// pinnedPrecision is --precision as a scoring run's settings record it: "" for fp32, so runs
+// made before the flag existed resume unchanged.
+func (rt *runtimeFlags) pinnedPrecision() (string, error) {
+	p, err := mar.ParsePrecision(rt.precision)
+	if err != nil || p == mar.FP32 {
+		return "", err
+	}
+	return p, nil
+}
+
 // sessionOptions loads ONNX Runtime for the device (starting the CUDA provider once, so a
 // missing library is reported before any work) and returns the options every graph opens with.
 func (rt *runtimeFlags) sessionOptions() (onnxrt.SessionOptions, error) {
