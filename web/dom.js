@@ -5,6 +5,22 @@
 
 function $(sel, root) { return (root || document).querySelector(sel); }
 
+// pictures says how big an image is shown. Tiny ones (Fashion-MNIST's 28x28 grey) are scaled
+// up to a fixed size with crisp pixels; larger ones (MAR's 256x256 colour) keep their natural
+// size, shrunk only to fit a narrow screen.
+const pictures = {
+  natural: null, // [height, width] of the target's images, from GET /v1/models
+
+  setSize(image) { this.natural = image ? [image[0], image[1]] : null; },
+
+  // attrs are an <img>'s size attributes and class where tiny images are drawn `small` px wide.
+  attrs(small) {
+    const [h, w] = this.natural || [0, 0];
+    if (Math.max(h, w) > small) return { width: w, height: h, class: "natural" };
+    return { width: small, height: small, class: "scaled" };
+  },
+};
+
 // el builds an element: el("p", {class: "x"}, "text", child).
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
