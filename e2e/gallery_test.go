@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,15 @@ func TestGalleryInBrowser(t *testing.T) {
 	if got := eval[string](t, b, `document.querySelector('#class-list label:nth-child(8)').textContent.trim()`); got != "Sneaker" {
 		t.Fatalf("class 7 is labelled %q, want Sneaker", got)
 	}
+	// ten classes all show; the search narrows them (TestClassSearch covers a thousand)
+	if shown := visibleClasses(t, b); len(shown) != 10 {
+		t.Fatalf("picker shows %d of the 10 classes", len(shown))
+	}
+	b.do(t, "searching sh", chromedp.SendKeys(chromedp.CSS("#class-search"), "sh"))
+	if shown := visibleClasses(t, b); !slices.Equal(shown, []string{"T-shirt/top", "Shirt"}) {
+		t.Fatalf("searching sh shows %q, want T-shirt/top and Shirt", shown)
+	}
+	setValue(t, b, "#class-search", "")
 
 	// A value the server refuses: the error names the field and the input is marked.
 	setValue(t, b, "#f-cfg", "0.5")

@@ -21,6 +21,10 @@ const classPicker = {
     const search = $("#class-search");
     search.addEventListener("input", () => this.filter());
     search.addEventListener("keydown", (ev) => this.onSearchKey(ev));
+    // Enter in the box picks a class and never submits the form: the submission is the
+    // keypress's default, which a keydown's preventDefault does not reach when a key's
+    // character comes as its own event (as DevTools input sends it)
+    search.addEventListener("keypress", (ev) => { if (ev.key === "Enter") ev.preventDefault(); });
     this.filter();
   },
 
