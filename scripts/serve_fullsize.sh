@@ -13,6 +13,9 @@ addr=127.0.0.1:${MARSPEC_PORT:-18930}
 data="${MARSPEC_DATA:-$(mktemp -d)}"  # kept: serve it again to look at the gallery
 mkdir -p "$data"
 log="$data/serve.log"
+if curl -sf "http://$addr/healthz" > /dev/null; then
+  echo "something already answers on $addr (set MARSPEC_PORT)"; exit 1
+fi
 start=$(date +%s.%N)
 ./bin/marspec serve --target "$target" --draft "$draft" --threads 1 --data-dir "$data" --addr "$addr" \
   --max-wait 30m --write-timeout 31m > "$log" 2>&1 &
