@@ -105,6 +105,10 @@ func TestGalleryInBrowser(t *testing.T) {
 	card := fmt.Sprintf(`article.job[data-job="%s"]`, id)
 	b.waitFor(t, "the job's images in the gallery", imagesRendered(card, 4), time.Minute)
 	b.waitFor(t, "the streamed images", imagesRendered("#live-images", 4), time.Minute)
+	// 28x28 grey images are scaled up to the 84 px tiles (TestFullSizeInGallery: 256x256 ones are not)
+	if size := eval[[]int](t, b, `(() => { const i = document.querySelector(`+js(card+" .tile img")+`); return [i.naturalWidth, i.clientWidth]; })()`); size[0] != 28 || size[1] != 84 {
+		t.Errorf("tile image natural width %d shown %d; want 28 shown 84", size[0], size[1])
+	}
 	labels := eval[[]string](t, b, fmt.Sprintf(`[...document.querySelectorAll(%s)].map(e => e.textContent)`, js(card+" .tile .cls")))
 	for i, im := range g.Images {
 		if labels[i] != im.ClassName {
