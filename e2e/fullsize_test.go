@@ -40,7 +40,8 @@ func ciPacks(t *testing.T) (target, draft string) {
 
 // TestFullSizeInGallery: a 256x256 colour image (MAR-B's layout at CI size) is shown at its
 // natural size in the live strip and the gallery, not squeezed into the 84 px tiles that
-// Fashion-MNIST's 28x28 images are scaled up to, and shrinks to fit a phone-width screen.
+// Fashion-MNIST's 28x28 images are scaled up to; a speculative one's detail maps its 16x16
+// positions; and the images shrink to fit a phone-width screen.
 func TestFullSizeInGallery(t *testing.T) {
 	b := newBrowser(t, 1200, 1300)
 	target, draft := ciPacks(t)
@@ -72,8 +73,25 @@ func TestFullSizeInGallery(t *testing.T) {
 			t.Errorf("%s: natural %dx%d shown %dx%d; want 256x256 at its size", sel, size[0], size[1], size[2], size[3])
 		}
 	}
+	// a speculative image's detail: the acceptance map over MAR's 16x16 token grid
+	client, err := api.NewClient(ts.URL, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := 3
+	spec, err := client.Generate(t.Context(), api.GenerateRequest{Class: api.Classes{"class_207"}, N: 1, Mode: "spec", Steps: &steps, Gamma: "4"}, time.Minute)
+	if err != nil || spec.Status != api.StatusSucceeded {
+		t.Fatalf("spec job: %+v, %v", spec, err)
+	}
+	specCard := `article.job[data-job="` + spec.ID + `"]`
+	b.do(t, "reloading", chromedp.Navigate(ts.URL+"/"))
+	b.waitFor(t, "the spec image in the gallery", imagesRendered(specCard, 1), 30*time.Second)
+	b.do(t, "opening the spec image", chromedp.Click(chromedp.CSS(specCard+" .tile .thumb")))
+	b.waitFor(t, "its heatmap over 16x16 positions", `document.querySelector("#detail").open && document.querySelector("#heat-canvas").dataset.cells === "256"`, 30*time.Second)
+	b.do(t, "closing the detail", chromedp.Click(chromedp.CSS("#detail-close")))
+
 	b.do(t, "narrowing the viewport", chromedp.EmulateViewport(390, 844), chromedp.Navigate(ts.URL+"/"))
-	b.waitFor(t, "the page at 390 px", `document.body.dataset.ready === "true" && document.querySelectorAll("article.job img").length === 1`, 30*time.Second)
+	b.waitFor(t, "the page at 390 px", `document.body.dataset.ready === "true" && document.querySelectorAll("article.job img").length === 2`, 30*time.Second)
 	b.waitFor(t, "the image at 390 px", imagesRendered(card, 1), 30*time.Second)
 	if w := eval[[]int](t, b, `[document.documentElement.scrollWidth, window.innerWidth, document.querySelector(`+js(card+" .tile img")+`).clientWidth]`); w[0] > w[1] || w[2] > w[1] || w[2] < 200 {
 		t.Errorf("at %d px: page %d px wide, image %d px; want it to fit, not shrunk to a thumbnail", w[1], w[0], w[2])
