@@ -73,6 +73,14 @@ func TestFullSizeInGallery(t *testing.T) {
 			t.Errorf("%s: natural %dx%d shown %dx%d; want 256x256 at its size", sel, size[0], size[1], size[2], size[3])
 		}
 	}
+	// an image an earlier pack made (28x28) among this pack's is sized by what it is once loaded
+	eval[bool](t, b, `(() => { const c = document.createElement("canvas"); c.width = c.height = 28;
+		const i = pictures.img({ src: c.toDataURL(), id: "old-pack" }, 84); document.querySelector("#live-images").appendChild(i); return true; })()`)
+	b.waitFor(t, "the 28x28 image", `(() => { const i = document.querySelector("#old-pack"); return i.complete && i.naturalWidth === 28; })()`, 10*time.Second)
+	if got := eval[[]any](t, b, `(() => { const i = document.querySelector("#old-pack"); return [i.className, i.clientWidth]; })()`); got[0] != "scaled" || got[1] != float64(84) {
+		t.Errorf("a 28x28 image on a 256x256 pack's page: class %v, %v px wide; want scaled to 84", got[0], got[1])
+	}
+
 	// a speculative image's detail: the acceptance map over MAR's 16x16 token grid
 	client, err := api.NewClient(ts.URL, "", nil)
 	if err != nil {

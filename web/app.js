@@ -89,7 +89,7 @@ async function watch(gen) {
   const addImage = (im) => {
     if (seen.has(im.id)) return;
     seen.add(im.id);
-    strip.appendChild(el("img", { src: im.url, alt: `${im.class_name}, image ${im.index + 1}`, ...pictures.attrs(56) }));
+    strip.appendChild(pictures.img({ src: im.url, alt: `${im.class_name}, image ${im.index + 1}` }, 56));
   };
   let status = gen.status;
   show(gen.progress, status);

@@ -13,11 +13,22 @@ const pictures = {
 
   setSize(image) { this.natural = image ? [image[0], image[1]] : null; },
 
-  // attrs are an <img>'s size attributes and class where tiny images are drawn `small` px wide.
-  attrs(small) {
-    const [h, w] = this.natural || [0, 0];
+  // fit is the size attributes and class of an image of size [h, w] where tiny images are
+  // drawn `small` px wide.
+  fit(small, [h, w]) {
     if (Math.max(h, w) > small) return { width: w, height: h, class: "natural" };
     return { width: small, height: small, class: "scaled" };
+  },
+
+  // img makes an <img> sized as the target pack's images are, corrected once it has loaded:
+  // a data folder may hold images an earlier pack made.
+  img(attrs, small) {
+    const node = el("img", { ...attrs, ...this.fit(small, this.natural || [0, 0]) });
+    node.addEventListener("load", () => {
+      const f = this.fit(small, [node.naturalHeight, node.naturalWidth]);
+      Object.assign(node, { width: f.width, height: f.height, className: f.class });
+    });
+    return node;
   },
 };
 
