@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,15 @@ func TestGalleryInBrowser(t *testing.T) {
 	if got := eval[string](t, b, `document.querySelector('#class-list label:nth-child(8)').textContent.trim()`); got != "Sneaker" {
 		t.Fatalf("class 7 is labelled %q, want Sneaker", got)
 	}
+	// ten classes all show; the search narrows them (TestClassSearch covers a thousand)
+	if shown := visibleClasses(t, b); len(shown) != 10 {
+		t.Fatalf("picker shows %d of the 10 classes", len(shown))
+	}
+	b.do(t, "searching sh", chromedp.SendKeys(chromedp.CSS("#class-search"), "sh"))
+	if shown := visibleClasses(t, b); !slices.Equal(shown, []string{"T-shirt/top", "Shirt"}) {
+		t.Fatalf("searching sh shows %q, want T-shirt/top and Shirt", shown)
+	}
+	setValue(t, b, "#class-search", "")
 
 	// A value the server refuses: the error names the field and the input is marked.
 	setValue(t, b, "#f-cfg", "0.5")
@@ -95,6 +105,10 @@ func TestGalleryInBrowser(t *testing.T) {
 	card := fmt.Sprintf(`article.job[data-job="%s"]`, id)
 	b.waitFor(t, "the job's images in the gallery", imagesRendered(card, 4), time.Minute)
 	b.waitFor(t, "the streamed images", imagesRendered("#live-images", 4), time.Minute)
+	// 28x28 grey images are scaled up to the 84 px tiles (TestFullSizeInGallery: 256x256 ones are not)
+	if size := eval[[]int](t, b, `(() => { const i = document.querySelector(`+js(card+" .tile img")+`); return [i.naturalWidth, i.clientWidth]; })()`); size[0] != 28 || size[1] != 84 {
+		t.Errorf("tile image natural width %d shown %d; want 28 shown 84", size[0], size[1])
+	}
 	labels := eval[[]string](t, b, fmt.Sprintf(`[...document.querySelectorAll(%s)].map(e => e.textContent)`, js(card+" .tile .cls")))
 	for i, im := range g.Images {
 		if labels[i] != im.ClassName {

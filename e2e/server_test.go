@@ -19,9 +19,10 @@ import (
 	"marspec/web"
 )
 
-// startServer serves the embedded target and draft packs (ONNX Runtime, CPU, one thread) from a
-// temporary data folder on a loopback httptest server. The server is shut down, then the
-// listener closed, when the test ends. tweak, when not nil, changes the settings first.
+// startServer serves the target and draft packs (the embedded ones unless tweak names others;
+// ONNX Runtime, CPU, one thread) from a temporary data folder on a loopback httptest server.
+// The server is shut down, then the listener closed, when the test ends. tweak, when not nil,
+// changes the settings first.
 func startServer(t *testing.T, tweak func(*server.Config)) *httptest.Server {
 	t.Helper()
 	lib, err := filepath.Abs("../third_party/onnxruntime/libonnxruntime.so")
@@ -44,7 +45,7 @@ func startServer(t *testing.T, tweak func(*server.Config)) *httptest.Server {
 		tweak(&cfg)
 	}
 	models := &generation.ORTModels{ORTLib: lib, Provider: "cpu", Threads: 1}
-	cat, err := generation.CatalogFor(models, "target", "draft", "cpu", cfg.MaxImages)
+	cat, err := generation.CatalogFor(models, cfg.Target, cfg.Draft, "cpu", cfg.MaxImages)
 	if err != nil {
 		t.Fatal(err)
 	}

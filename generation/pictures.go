@@ -31,7 +31,7 @@ func (p Plan) WriteGrid(path string, imgs []Image) error {
 }
 
 // LayoutGrid lays pictures out a row per class when they come class by class (n of each),
-// at most 16 columns, each cell upscaled 4 times; a row whose pictures share one class is
+// at most 16 columns, each cell upscaled by gridScale; a row whose pictures share one class is
 // labelled "class name" (names[i] is picture i's class name; nil leaves rows unnamed).
 func LayoutGrid(pics []image.Image, classes []int, names []string) image.Image {
 	cols := len(pics)
@@ -39,7 +39,24 @@ func LayoutGrid(pics []image.Image, classes []int, names []string) image.Image {
 		cols = n
 	}
 	cols = min(cols, 16)
-	return render.LabelledGrid(pics, cols, 4, rowLabels(classes, names, cols))
+	return render.LabelledGrid(pics, cols, gridScale(pics), rowLabels(classes, names, cols))
+}
+
+// gridCell is the side, in pixels, a grid cell is scaled up towards: Fashion-MNIST's 28x28
+// pictures 4 times, so they can be seen; MAR's 256x256 ones are left at their size (4 times
+// would make a 16-column grid 16,000 pixels wide).
+const gridCell = 112
+
+// gridScale is the whole factor that brings the first picture's longer side closest to
+// gridCell from below, at least 1.
+func gridScale(pics []image.Image) int {
+	for _, p := range pics {
+		if p != nil {
+			b := p.Bounds()
+			return max(1, gridCell/max(b.Dx(), b.Dy(), 1))
+		}
+	}
+	return 1
 }
 
 // rowLabels names each row of cols pictures by its class, or "" when a row mixes classes.

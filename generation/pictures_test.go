@@ -1,6 +1,7 @@
 package generation
 
 import (
+	"image"
 	"reflect"
 	"testing"
 )
@@ -42,5 +43,24 @@ func TestClassSummary(t *testing.T) {
 	}
 	if got := classSummary([]int{0, 1, 2, 3, 4, 5}, make([]string, 6)); got != "6 classes" {
 		t.Fatalf("many classes: %q", got)
+	}
+}
+
+// Tiny pictures are scaled up in the grid, full-size ones are not.
+func TestGridScale(t *testing.T) {
+	for _, c := range []struct{ side, cells, want int }{{28, 2, 4}, {7, 1, 16}, {256, 3, 1}, {64, 1, 1}, {32, 2, 3}} {
+		pics := make([]image.Image, c.cells)
+		for i := range pics {
+			pics[i] = image.NewRGBA(image.Rect(0, 0, c.side, c.side))
+		}
+		if got := gridScale(pics); got != c.want {
+			t.Errorf("%dx%d pictures: scale %d, want %d", c.side, c.side, got, c.want)
+		}
+		if b := LayoutGrid(pics, make([]int, c.cells), nil).Bounds(); b.Dx() < c.cells*c.side*c.want {
+			t.Errorf("%d pictures of %d px at scale %d: grid %d px wide", c.cells, c.side, c.want, b.Dx())
+		}
+	}
+	if got := gridScale([]image.Image{nil}); got != 1 {
+		t.Errorf("no picture: scale %d, want 1", got)
 	}
 }

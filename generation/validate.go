@@ -271,45 +271,6 @@ func resolveClasses(man *mar.Manifest, given api.Classes, n, maxImages int) ([]i
 	return classes, nil
 }
 
-// ParseClass reads one class: an id, a name (any case), the slug used in file names
-// ("t-shirt-top"), or "all".
-func ParseClass(man *mar.Manifest, s string) ([]int, error) {
-	s = strings.TrimSpace(s)
-	allowed := fmt.Sprintf("0 to %d, all, or a name: %s", len(man.Classes)-1, strings.Join(man.Classes, ", "))
-	if strings.EqualFold(s, "all") {
-		ids := make([]int, len(man.Classes))
-		for i := range ids {
-			ids[i] = i
-		}
-		return ids, nil
-	}
-	if i, err := strconv.Atoi(s); err == nil {
-		if i < 0 || i >= len(man.Classes) {
-			return nil, fieldErr("class", i, allowed, "")
-		}
-		return []int{i}, nil
-	}
-	for i, name := range man.Classes {
-		if strings.EqualFold(name, s) || Slug(name) == strings.ToLower(s) {
-			return []int{i}, nil
-		}
-	}
-	return nil, fieldErr("class", strconv.Quote(s), allowed, "unknown")
-}
-
-// Slug is a class name as used in file names: lower case, other characters as '-'.
-func Slug(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			return r
-		}
-		if r >= 'A' && r <= 'Z' {
-			return r - 'A' + 'a'
-		}
-		return '-'
-	}, s)
-}
-
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // checkNumbers checks the real-valued settings, whose ranges do not depend on a pack. JSON

@@ -2,6 +2,8 @@
 
   /usr/bin/python3 scripts/make_random_packs.py --models mar_base,mar_huge --out out/packs
   /usr/bin/python3 scripts/make_random_packs.py --models test_tiny,test_small --vae test_tiny --out out/packs
+  /usr/bin/python3 scripts/make_random_packs.py --models mar_draft_small --out out/packs      # a draft for mar_base
+  /usr/bin/python3 scripts/make_random_packs.py --models ci_target,ci_draft --vae ci_kl16 --out DIR   # MAR-B's layout, a few MB
 
 Each pack is what scripts/export_mar.py makes from a real checkpoint (transformer, head,
 KL-16 VAE decoder, 1000 placeholder class names), with random weights: the compute per pass is
@@ -51,7 +53,7 @@ def make(model_name, vae_name, out, seed, steps, force, checkpoint=False):
     if 2 ** (len(vcfg["ch_mult"]) - 1) != cfg["vae_stride"] or vcfg["z_channels"] != cfg["vae_embed_dim"]:
         sys.exit(f"make_random_packs: VAE {vae_name} (stride {2 ** (len(vcfg['ch_mult']) - 1)}, {vcfg['z_channels']} channels) "
                  f"does not fit {model_name} (stride {cfg['vae_stride']}, {cfg['vae_embed_dim']} channels); use --vae kl16 "
-                 "for mar_base/large/huge, test_tiny for test_tiny/test_small")
+                 "(or ci_kl16) for mar_base/large/huge/draft_small and ci_target/ci_draft, test_tiny for test_tiny/test_small")
     model = mo.build_mar(cfg)
     randomise(model, gen)
     vae = mo.VAE(mo.VAE_PRESETS[vae_name])

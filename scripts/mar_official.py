@@ -31,6 +31,16 @@ MAR_PRESETS = {
     # (scripts/gpu_bench.sh --tiny runs the whole benchmark with these on a CPU).
     "test_small": dict(img_size=32, vae_stride=4, patch_size=2, vae_embed_dim=4, buffer_size=4, class_num=4,
                        width=64, depth=2, heads=4, head_width=64, head_depth=3),
+    # A draft for mar_base: its token layout (16x16 grid of 16-dim tokens, 1000 classes, the
+    # same KL-16 decoder), a fraction of its width and depth (about 2M against 208M
+    # parameters), so `serve --target mar-base --draft mar-draft-small` runs spec mode at full
+    # image size (docs/BENCHMARKS.md, "Real size (CPU): MAR-B through serve").
+    "mar_draft_small": dict(_IMAGENET, width=128, depth=2, heads=4, head_width=128, head_depth=2),
+    # The same token layout again at a few MB per pack, for the service test that runs
+    # serve -> POST -> 256x256 colour PNG in CI (scripts/fullsize_serve_test.go) with the
+    # ci_kl16 decoder below; ci_draft is its draft.
+    "ci_target": dict(_IMAGENET, buffer_size=4, width=32, depth=1, heads=2, head_width=32, head_depth=2),
+    "ci_draft": dict(_IMAGENET, buffer_size=4, width=16, depth=1, heads=1, head_width=16, head_depth=1),
 }
 
 # MAR's KL-16 VAE: ch 128, ch_mult (1,1,2,2,4) -> stride 16, 2 res blocks per level, attention
@@ -38,6 +48,9 @@ MAR_PRESETS = {
 VAE_PRESETS = {
     "kl16": dict(ch=128, ch_mult=(1, 1, 2, 2, 4), num_res_blocks=2, z_channels=16, out_ch=3, attn_resolutions=()),
     "test_tiny": dict(ch=32, ch_mult=(1, 1, 2), num_res_blocks=1, z_channels=4, out_ch=3, attn_resolutions=()),
+    # KL-16's shape (five levels -> stride 16, 16 latent channels, 3 output channels) at the
+    # narrowest width GroupNorm(32) allows and one res block per level: about 1 MB of weights.
+    "ci_kl16": dict(ch=32, ch_mult=(1, 1, 1, 1, 1), num_res_blocks=1, z_channels=16, out_ch=3, attn_resolutions=()),
 }
 
 LATENT_SCALE = 0.2325  # MAR multiplies VAE latents by this; sampled tokens are divided by it first

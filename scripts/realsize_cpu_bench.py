@@ -25,6 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
+TABLE_HEADER = ["| threads | batch | cfg | marspec img/s | official img/s | ratio | transformer pass ms (m / o) | "
+                "head step ms (m / o) | decode ms/img (m / o) | open s (m / o) |", "|---|---|---|---|---|---|---|---|---|---|"]
+
+
 def run_json(cmd, env):
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode != 0:
@@ -39,9 +43,10 @@ def thread_env(threads):
     return env
 
 
-def marspec(args, threads, batch, cfg, tuning=""):
-    cmd = [args.marspec, "bench", "--parts", "--json", "--target", args.pack, "--images", str(batch), "--batch", str(batch),
-           "--num-iter", str(args.num_iter), "--steps", str(args.steps), "--cfg", str(cfg), "--rounds", "1",
+def marspec(args, threads, batch, cfg, tuning="", suite=None):
+    su = suite or real_suite(args)
+    cmd = [args.marspec, "bench", "--parts", "--json", "--target", su["pack"], "--images", str(batch), "--batch", str(batch),
+           "--num-iter", str(su["num_iter"]), "--steps", str(su["steps"]), "--cfg", str(cfg), "--rounds", "1",
            "--threads", str(threads)]
     if tuning:
         cmd += ["--ort-tuning", tuning]
@@ -51,17 +56,52 @@ def marspec(args, threads, batch, cfg, tuning=""):
             "decode_ms": r["decode"]["ms_per_call"], "tuning": r["ort_tuning"]}
 
 
-def official(args, threads, batch, cfg):
-    cmd = [sys.executable, os.path.join(HERE, "official_mar_bench.py"), "--code", args.code, "--model", args.model,
-           "--pack", args.pack, "--batch", str(batch), "--images", str(batch), "--num-iter", str(args.num_iter),
-           "--steps", str(args.steps), "--cfg", str(cfg), "--cpu", "--threads", str(threads), "--warmup", "1"]
+def official(args, threads, batch, cfg, suite=None):
+    su = suite or real_suite(args)
+    cmd = [sys.executable, os.path.join(HERE, "official_mar_bench.py"), "--code", args.code, "--model", su["model"],
+           "--pack", su["pack"], "--batch", str(batch), "--images", str(batch), "--num-iter", str(su["num_iter"]),
+           "--steps", str(su["steps"]), "--cfg", str(cfg), "--cpu", "--threads", str(threads), "--warmup", "1"]
+    if su.get("checkpoint"):
+        cmd += ["--checkpoint", su["checkpoint"]]
     r = run_json(cmd, thread_env(threads))
     p = r["parts"]
     per_pass = (p["encoder"]["seconds"] + p["decoder"]["seconds"]) / p["encoder"]["calls"]
     # one p_sample_loop call is all diffusion steps of one AR step; the VAE decodes the batch at once
+    decode = p["vae_decode"]["ms_per_call"] / batch if "vae_decode" in p else 0.0  # pixel tokens: nothing to decode
     return {"side": "official", "images_per_second": r["images_per_second"], "open_seconds": r["load_seconds"],
-            "transformer_ms": 1000 * per_pass, "head_step_ms": p["head_loop"]["ms_per_call"] / args.steps,
-            "decode_ms": p["vae_decode"]["ms_per_call"] / batch, "stand_ins": r["stand_ins"], "torch": r["torch"]}
+            "transformer_ms": 1000 * per_pass, "head_step_ms": p["head_loop"]["ms_per_call"] / su["steps"],
+            "decode_ms": decode, "stand_ins": r["stand_ins"], "torch": r["torch"]}
+
+
+def real_suite(args):
+    return {"pack": args.pack, "model": args.model, "num_iter": args.num_iter, "steps": args.steps}
+
+
+def toy_suite(args):
+    """The embedded target at the fast preset's schedule against the official code on the same weights."""
+    return {"pack": args.toy_pack, "model": "pack", "checkpoint": args.toy_checkpoint, "num_iter": 4, "steps": 25}
+
+
+def side_by_side(args, suite, threads, batch, cfg, log):
+    """Both sides, --reps times, alternating which goes first; returns the medians of each."""
+    ms, os_ = [], []
+    for rep in range(args.reps):
+        for side in (marspec, official) if rep % 2 == 0 else (official, marspec):
+            r = side(args, threads, batch, cfg, suite=suite)
+            r.update(pack=suite["pack"], threads=threads, batch=batch, cfg=cfg, rep=rep, load=os.getloadavg()[0])
+            log.write(json.dumps(r) + "\n")
+            log.flush()
+            (ms if r["side"] == "marspec" else os_).append(r)
+            print(json.dumps(r), file=sys.stderr)
+    keys = ("images_per_second", "transformer_ms", "head_step_ms", "decode_ms", "open_seconds")
+    return {k: med(ms, k) for k in keys}, {k: med(os_, k) for k in keys}
+
+
+def table_row(threads, batch, cfg, m, o):
+    return (f"| {threads} | {batch} | {cfg:g} | {m['images_per_second']:.4g} | {o['images_per_second']:.4g} | "
+            f"**{m['images_per_second'] / o['images_per_second']:.2f}x** | {m['transformer_ms']:.4g} / {o['transformer_ms']:.4g} | "
+            f"{m['head_step_ms']:.3g} / {o['head_step_ms']:.3g} | {m['decode_ms']:.4g} / {o['decode_ms']:.4g} | "
+            f"{m['open_seconds']:.2g} / {o['open_seconds']:.2g} |")
 
 
 def med(rows, key):
@@ -83,6 +123,10 @@ def main():
     ap.add_argument("--tunings", default="", help="also time marspec alone at batch 1, CFG 1, under each ORT tuning "
                     "(';'-separated --ort-tuning values, 'default' for none), alternated")
     ap.add_argument("--gemm", default="", help="MxKxN: ONNX Runtime's fp32 MatMul peak at each thread count")
+    ap.add_argument("--toy-pack", default="models/target")
+    ap.add_argument("--toy-checkpoint", default="", help="also compare at toy size: the checkpoint ckpt_from_pack.py "
+                    "rebuilt from --toy-pack (e.g. runs/target-rebuilt/checkpoint-last.pth)")
+    ap.add_argument("--toy-batches", default="1,64")
     ap.add_argument("--out", default="out/realsize")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -92,27 +136,13 @@ def main():
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     md = [f"Run {started} on {platform.machine()}, {os.cpu_count()} CPUs ({cpu_name()}); {args.model} random weights, "
           f"num_iter {args.num_iter}, {args.steps} diffusion steps; {args.reps} alternated repetition(s), medians.", ""]
-    md += ["| threads | batch | cfg | marspec img/s | official img/s | ratio | transformer pass ms (m / o) | "
-           "head step ms (m / o) | decode ms/img (m / o) | open s (m / o) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    md += TABLE_HEADER
     gflops_rows = []
     for threads in [int(t) for t in args.threads.split(",")]:
         for batch in [int(b) for b in args.batches.split(",")]:
             for cfg in [float(c) for c in args.cfgs.split(",")]:
-                ms, os_ = [], []
-                for rep in range(args.reps):
-                    for side in (marspec, official) if rep % 2 == 0 else (official, marspec):
-                        r = side(args, threads, batch, cfg)
-                        r.update(threads=threads, batch=batch, cfg=cfg, rep=rep, load=os.getloadavg()[0])
-                        log.write(json.dumps(r) + "\n")
-                        log.flush()
-                        (ms if r["side"] == "marspec" else os_).append(r)
-                        print(json.dumps(r), file=sys.stderr)
-                m = {k: med(ms, k) for k in ("images_per_second", "transformer_ms", "head_step_ms", "decode_ms", "open_seconds")}
-                o = {k: med(os_, k) for k in m}
-                md.append(f"| {threads} | {batch} | {cfg:g} | {m['images_per_second']:.4f} | {o['images_per_second']:.4f} | "
-                          f"**{m['images_per_second'] / o['images_per_second']:.2f}x** | {m['transformer_ms']:.0f} / {o['transformer_ms']:.0f} | "
-                          f"{m['head_step_ms']:.1f} / {o['head_step_ms']:.1f} | {m['decode_ms']:.0f} / {o['decode_ms']:.0f} | "
-                          f"{m['open_seconds']:.1f} / {o['open_seconds']:.1f} |")
+                m, o = side_by_side(args, real_suite(args), threads, batch, cfg, log)
+                md.append(table_row(threads, batch, cfg, m, o))
                 rows = 2 * batch if cfg != 1 else batch  # guidance runs the unconditional rows too
                 gflops_rows.append((threads, batch, cfg, rows, m, o))
     md += ["", "Achieved GFLOP/s (FLOPs from scripts/realsize_flops.py; the transformer at the schedule's mean pass, "
@@ -150,6 +180,13 @@ def main():
                 rs = res[t]
                 md.append(f"| {threads} | {t} | {med(rs, 'images_per_second'):.4f} | {med(rs, 'transformer_ms'):.0f} | "
                           f"{med(rs, 'head_step_ms'):.1f} | {med(rs, 'decode_ms'):.0f} |")
+    if args.toy_checkpoint:
+        md += ["", f"Toy size: {args.toy_pack} at the fast preset's schedule (num_iter 4, 25 diffusion steps), one thread, "
+               "against the official code on the same weights (scripts/ckpt_from_pack.py):", ""] + TABLE_HEADER
+        for batch in [int(b) for b in args.toy_batches.split(",")]:
+            for cfg in [float(c) for c in args.cfgs.split(",")]:
+                m, o = side_by_side(args, toy_suite(args), 1, batch, cfg, log)
+                md.append(table_row(1, batch, cfg, m, o))
     md += ["", f"FLOPs: transformer {flops['transformer_gflop_mean_pass']:.1f} GFLOP per row at the mean pass "
            f"({flops['transformer_gflop_full_sequence']:.1f} over the full sequence), head {1000 * flops['head_gflop_per_token_step']:.1f} "
            f"MFLOP per token and step, decode {flops['decode_gflop_per_image']:.0f} GFLOP per image."]

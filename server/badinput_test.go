@@ -77,6 +77,7 @@ func TestBadInputs(t *testing.T) {
 		{"list limit word", "GET", job + "?limit=ten", "", 400, "limit"},
 		{"list offset negative", "GET", job + "?offset=-1", "", 400, "offset"},
 		{"list unknown class", "GET", job + "?class=dragon", "", 400, "class"},
+		{"list class all", "GET", job + "?class=all", "", 400, "class"},
 		{"list unknown mode", "GET", job + "?mode=fast", "", 400, "mode"},
 		{"list unknown status", "GET", job + "?status=done", "", 400, "status"},
 		{"unknown route", "GET", "/v2/anything", "", 404, ""},

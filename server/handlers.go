@@ -104,8 +104,12 @@ func (s *Server) list(c *gin.Context) {
 	var f store.Filter
 	if v := c.Query("class"); v != "" {
 		ids, err := generation.ParseClass(s.cat.Target, v)
-		if err != nil || len(ids) != 1 {
-			s.fail(c, &generation.FieldError{Field: "class", Value: strconv.Quote(v), Allowed: "one class id or name", Reason: "unknown"})
+		if err != nil { // names the range and, among many classes, the names like v
+			s.fail(c, err)
+			return
+		}
+		if len(ids) != 1 {
+			s.fail(c, &generation.FieldError{Field: "class", Value: strconv.Quote(v), Allowed: "one class id or name; leave class out for every class", Reason: "not one class"})
 			return
 		}
 		f.Class = &ids[0]

@@ -426,9 +426,12 @@ func TestJobGrid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 3 columns of cells at 4x with 2-pixel gaps, plus the label column; 2 rows
-	cells := 3*(cell.Width*4+2) + 2
-	if b := img.Bounds(); b.Dy() != 2*(cell.Height*4+2)+2 || b.Dx() <= cells+30 {
+	// 3 columns of cells with 2-pixel gaps, plus the label column; 2 rows. Cells are scaled
+	// up by the whole factor that brings a tiny picture's longer side closest to 112 px
+	// (generation.LayoutGrid), 18 for the analytic models' 6x1 pictures.
+	scale := max(1, 112/max(cell.Width, cell.Height))
+	cells := 3*(cell.Width*scale+2) + 2
+	if b := img.Bounds(); b.Dy() != 2*(cell.Height*scale+2)+2 || b.Dx() <= cells+30 {
 		t.Errorf("grid %dx%d: want 2 rows and a label column beside %d px of cells", b.Dx(), b.Dy(), cells)
 	}
 	// a running job's grid has what is finished; a job cancelled in the queue has nothing

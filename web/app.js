@@ -21,10 +21,9 @@ async function start() {
     : "no target model loaded";
   if (target && target.max_images_per_request) $("#f-n").max = target.max_images_per_request;
 
-  const chips = $("#class-list");
+  pictures.setSize(target ? target.image : null);
+  classPicker.init(app.classes);
   app.classes.forEach((name, i) => {
-    chips.appendChild(el("label", { class: "chip" },
-      el("input", { type: "checkbox", name: "class", value: i, checked: i === 0 }), name));
     $("#c-class").appendChild(el("option", { value: i }, name));
     $("#g-class").appendChild(el("option", { value: i }, name));
   });
@@ -59,7 +58,7 @@ async function onGenerate(ev) {
   const form = $("#gen-form"), box = $("#gen-error"), button = $("#gen-submit");
   clearError(form, box);
   const req = collect(form);
-  req.class = [...form.querySelectorAll('input[name="class"]:checked')].map((c) => Number(c.value));
+  req.class = classPicker.selected();
   button.disabled = true;
   let gen;
   try {
@@ -90,7 +89,7 @@ async function watch(gen) {
   const addImage = (im) => {
     if (seen.has(im.id)) return;
     seen.add(im.id);
-    strip.appendChild(el("img", { src: im.url, alt: `${im.class_name}, image ${im.index + 1}`, width: 56, height: 56 }));
+    strip.appendChild(pictures.img({ src: im.url, alt: `${im.class_name}, image ${im.index + 1}` }, 56));
   };
   let status = gen.status;
   show(gen.progress, status);

@@ -58,7 +58,8 @@ const charts = {
   heatmap(canvas, img, stats, overlay, opacity) {
     const ctx = canvas.getContext("2d");
     const W = canvas.width, H = canvas.height;
-    ctx.imageSmoothingEnabled = false;
+    // crisp pixels for tiny images scaled up, smooth ones for full-size images
+    ctx.imageSmoothingEnabled = Boolean(img && img.naturalWidth * 2 > W);
     ctx.fillStyle = "#000";
     ctx.fillRect(0, 0, W, H);
     if (img && img.naturalWidth > 0) ctx.drawImage(img, 0, 0, W, H);

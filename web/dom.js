@@ -5,6 +5,33 @@
 
 function $(sel, root) { return (root || document).querySelector(sel); }
 
+// pictures says how big an image is shown. Tiny ones (Fashion-MNIST's 28x28 grey) are scaled
+// up to a fixed size with crisp pixels; larger ones (MAR's 256x256 colour) keep their natural
+// size, shrunk only to fit a narrow screen.
+const pictures = {
+  natural: null, // [height, width] of the target's images, from GET /v1/models
+
+  setSize(image) { this.natural = image ? [image[0], image[1]] : null; },
+
+  // fit is the size attributes and class of an image of size [h, w] where tiny images are
+  // drawn `small` px wide.
+  fit(small, [h, w]) {
+    if (Math.max(h, w) > small) return { width: w, height: h, class: "natural" };
+    return { width: small, height: small, class: "scaled" };
+  },
+
+  // img makes an <img> sized as the target pack's images are, corrected once it has loaded:
+  // a data folder may hold images an earlier pack made.
+  img(attrs, small) {
+    const node = el("img", { ...attrs, ...this.fit(small, this.natural || [0, 0]) });
+    node.addEventListener("load", () => {
+      const f = this.fit(small, [node.naturalHeight, node.naturalWidth]);
+      Object.assign(node, { width: f.width, height: f.height, className: f.class });
+    });
+    return node;
+  },
+};
+
 // el builds an element: el("p", {class: "x"}, "text", child).
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);

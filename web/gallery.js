@@ -95,7 +95,7 @@ const gallery = {
     const label = `${im.class_name}, image ${im.index + 1}` + (st ? `, alpha ${fmtAlpha(st.alpha)}` : "");
     return el("figure", { class: "tile", dataset: { image: im.id } },
       el("button", { type: "button", class: "thumb", "aria-label": "Open " + label, onclick: () => detail.open(g, im) },
-        el("img", { src: im.url, alt: label, width: 84, height: 84 })),
+        pictures.img({ src: im.url, alt: label }, 84)),
       el("figcaption", {},
         el("span", { class: "cls" }, im.class_name),
         el("span", { class: "muted small" },
