@@ -4,6 +4,9 @@ keeping every other file of the pack.
 
   /usr/bin/python3 scripts/compact_transformer.py --pack models/target --fixture mar/testdata/parity_target.json
 
+--path masked-keys exports the earlier graph instead (every token through the encoder, the
+unknown ones hidden as attention keys), which the test compares the compact one against.
+
 The weights come from the pack's own graphs (ckpt_from_pack.rebuild, checked against the parity
 fixture when one is given), so no checkpoint is needed. The new graph has the same inputs and
 outputs; its z equals the masked-key graph's up to summation order (checked here on rows that
@@ -24,6 +27,7 @@ def main():
     ap.add_argument("--pack", required=True)
     ap.add_argument("--fixture", help="parity fixture the rebuilt weights must reproduce (e.g. mar/testdata/parity_target.json)")
     ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--path", choices=["compact", "masked-keys"], default="compact")
     args = ap.parse_args()
     model, manifest = rebuild(args.pack)
     if args.fixture:
@@ -46,11 +50,11 @@ def main():
         trace_mask = torch.ones(2, L)
         trace_mask[0, : L // 3] = 0
         trace_mask[1, : L // 2] = 0
-        torch.onnx.export(TransformerGraph(model, compact=True), (tokens[:2], trace_mask, ids[:2], drop[:2]),
+        torch.onnx.export(TransformerGraph(model, compact=args.path == "compact"), (tokens[:2], trace_mask, ids[:2], drop[:2]),
                           os.path.join(args.pack, "transformer.onnx"), opset_version=17,
                           input_names=["tokens", "mask", "class_ids", "drop_class"], output_names=["z"],
                           dynamic_axes={k: {0: "B"} for k in ["tokens", "mask", "class_ids", "drop_class", "z"]})
-    print(f"compact_transformer: {args.pack}/transformer.onnx rewritten (compact encoder; max |z - masked-key z| {err:.2g})")
+    print(f"compact_transformer: {args.pack}/transformer.onnx rewritten ({args.path} encoder; in PyTorch max |compact z - masked-key z| {err:.2g})")
 
 
 if __name__ == "__main__":

@@ -43,15 +43,17 @@ def thread_env(threads):
     return env
 
 
-def marspec(args, threads, batch, cfg, tuning="", suite=None):
+def marspec(args, threads, batch, cfg, tuning="", suite=None, precision="fp32"):
     su = suite or real_suite(args)
     cmd = [args.marspec, "bench", "--parts", "--json", "--target", su["pack"], "--images", str(batch), "--batch", str(batch),
            "--num-iter", str(su["num_iter"]), "--steps", str(su["steps"]), "--cfg", str(cfg), "--rounds", "1",
            "--threads", str(threads)]
     if tuning:
         cmd += ["--ort-tuning", tuning]
+    if precision != "fp32":
+        cmd += ["--precision", precision]
     r = run_json(cmd, thread_env(threads))
-    return {"side": "marspec", "images_per_second": r["images_per_second"], "open_seconds": r["open_seconds"],
+    return {"side": "marspec" if precision == "fp32" else "marspec-" + precision, "images_per_second": r["images_per_second"], "open_seconds": r["open_seconds"],
             "transformer_ms": r["transformer"]["ms_per_call"], "head_step_ms": r["head_step"]["ms_per_call"],
             "decode_ms": r["decode"]["ms_per_call"], "tuning": r["ort_tuning"]}
 
@@ -82,19 +84,23 @@ def toy_suite(args):
     return {"pack": args.toy_pack, "model": "pack", "checkpoint": args.toy_checkpoint, "num_iter": 4, "steps": 25}
 
 
-def side_by_side(args, suite, threads, batch, cfg, log):
-    """Both sides, --reps times, alternating which goes first; returns the medians of each."""
-    ms, os_ = [], []
+def side_by_side(args, suite, threads, batch, cfg, log, int8=False):
+    """Both sides (and marspec at int8 when asked), --reps times, rotating which goes first;
+    returns the medians of each side, keyed by its name."""
+    sides = [marspec, official]
+    if int8:
+        sides.append(lambda *a, **k: marspec(*a, precision="int8", **k))
+    got = {}
     for rep in range(args.reps):
-        for side in (marspec, official) if rep % 2 == 0 else (official, marspec):
+        for side in sides[rep % len(sides):] + sides[:rep % len(sides)]:
             r = side(args, threads, batch, cfg, suite=suite)
             r.update(pack=suite["pack"], threads=threads, batch=batch, cfg=cfg, rep=rep, load=os.getloadavg()[0])
             log.write(json.dumps(r) + "\n")
             log.flush()
-            (ms if r["side"] == "marspec" else os_).append(r)
+            got.setdefault(r["side"], []).append(r)
             print(json.dumps(r), file=sys.stderr)
     keys = ("images_per_second", "transformer_ms", "head_step_ms", "decode_ms", "open_seconds")
-    return {k: med(ms, k) for k in keys}, {k: med(os_, k) for k in keys}
+    return {side: {k: med(rs, k) for k in keys} for side, rs in got.items()}
 
 
 def table_row(threads, batch, cfg, m, o):
@@ -123,6 +129,8 @@ def main():
     ap.add_argument("--tunings", default="", help="also time marspec alone at batch 1, CFG 1, under each ORT tuning "
                     "(';'-separated --ort-tuning values, 'default' for none), alternated")
     ap.add_argument("--gemm", default="", help="MxKxN: ONNX Runtime's fp32 MatMul peak at each thread count")
+    ap.add_argument("--int8", action="store_true", help="also run marspec at --precision int8 (the pack quantised by "
+                    "scripts/quantize_pack.py) in each alternation")
     ap.add_argument("--toy-pack", default="models/target")
     ap.add_argument("--toy-checkpoint", default="", help="also compare at toy size: the checkpoint ckpt_from_pack.py "
                     "rebuilt from --toy-pack (e.g. runs/target-rebuilt/checkpoint-last.pth)")
@@ -137,12 +145,15 @@ def main():
     md = [f"Run {started} on {platform.machine()}, {os.cpu_count()} CPUs ({cpu_name()}); {args.model} random weights, "
           f"num_iter {args.num_iter}, {args.steps} diffusion steps; {args.reps} alternated repetition(s), medians.", ""]
     md += TABLE_HEADER
-    gflops_rows = []
+    gflops_rows, int8_rows = [], []
     for threads in [int(t) for t in args.threads.split(",")]:
         for batch in [int(b) for b in args.batches.split(",")]:
             for cfg in [float(c) for c in args.cfgs.split(",")]:
-                m, o = side_by_side(args, real_suite(args), threads, batch, cfg, log)
+                res = side_by_side(args, real_suite(args), threads, batch, cfg, log, int8=args.int8)
+                m, o = res["marspec"], res["official"]
                 md.append(table_row(threads, batch, cfg, m, o))
+                if "marspec-int8" in res:
+                    int8_rows.append("| int8 " + table_row(threads, batch, cfg, res["marspec-int8"], o))
                 rows = 2 * batch if cfg != 1 else batch  # guidance runs the unconditional rows too
                 gflops_rows.append((threads, batch, cfg, rows, m, o))
     md += ["", "Achieved GFLOP/s (FLOPs from scripts/realsize_flops.py; the transformer at the schedule's mean pass, "
@@ -156,6 +167,9 @@ def main():
         g = lambda gf, ms_: gf / (ms_ / 1000)
         md.append(f"| {threads} | {batch} | {cfg:g} | {g(tr, m['transformer_ms']):.0f} / {g(tr, o['transformer_ms']):.0f} | "
                   f"{g(hd, m['head_step_ms']):.0f} / {g(hd, o['head_step_ms']):.0f} | {g(dc, m['decode_ms']):.0f} / {g(dc, o['decode_ms']):.0f} |")
+    if int8_rows:
+        md += ["", "marspec at int8 (--precision int8, scripts/quantize_pack.py) in the same alternation, against the same "
+               "official fp32 runs:", "", "| precision " + TABLE_HEADER[0], "|---" + TABLE_HEADER[1]] + int8_rows
     if args.gemm:
         md += [""]
         for threads in [int(t) for t in args.threads.split(",")]:
@@ -185,8 +199,8 @@ def main():
                "against the official code on the same weights (scripts/ckpt_from_pack.py):", ""] + TABLE_HEADER
         for batch in [int(b) for b in args.toy_batches.split(",")]:
             for cfg in [float(c) for c in args.cfgs.split(",")]:
-                m, o = side_by_side(args, toy_suite(args), 1, batch, cfg, log)
-                md.append(table_row(1, batch, cfg, m, o))
+                res = side_by_side(args, toy_suite(args), 1, batch, cfg, log)
+                md.append(table_row(1, batch, cfg, res["marspec"], res["official"]))
     md += ["", f"FLOPs: transformer {flops['transformer_gflop_mean_pass']:.1f} GFLOP per row at the mean pass "
            f"({flops['transformer_gflop_full_sequence']:.1f} over the full sequence), head {1000 * flops['head_gflop_per_token_step']:.1f} "
            f"MFLOP per token and step, decode {flops['decode_gflop_per_image']:.0f} GFLOP per image."]
