@@ -37,9 +37,14 @@ def run_json(cmd, env):
 
 
 def thread_env(threads):
+    """The thread settings for both sides. OMP_WAIT_POLICY=PASSIVE: Debian's PyTorch runs its
+    OpenMP pool beside OpenBLAS's pthreads, and with both spinning on two cores the official
+    code at two threads ran at a third of its speed (0.037 against 0.112 images/s at batch 1,
+    measured 2026-11-25); the baseline gets its best setting."""
     env = dict(os.environ)
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(threads)
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
     return env
 
 
