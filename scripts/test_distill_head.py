@@ -41,7 +41,7 @@ def random_student(seed=0):
     s = dh.DistilledHead(D, W, 32, 1)
     with torch.no_grad():  # not MAR's zero init: every input must move the output
         for p in s.parameters():
-            p.normal_(0, 0.2)
+            p.normal_(0, 0.05)
     return s.eval()
 
 
