@@ -27,6 +27,8 @@ func runBench(args []string) error {
 	fs.IntVar(&pf.NumIter, "num-iter", 0, "--profile: AR steps (0 = one token per step)")
 	fs.Float64Var(&pf.CFG, "cfg", 1, "--profile: guidance scale (1 = none)")
 	fs.IntVar(&pf.Rounds, "rounds", 3, "--profile/--parts: timed generations (per path, interleaved, for --profile)")
+	samplers := fs.String("samplers", "", "--profile: compare head samplers instead of the head paths: sampler:steps[:eta], comma-separated "+
+		"(e.g. ddpm:25,ddim:10:1,distilled:4): wall time, images/s and the head's share, interleaved")
 	parts := fs.Bool("parts", false, "time one target-only generation per model part instead (transformer pass, head step, decode; "+
 		"the pack's open time), as scripts/realsize_cpu_bench.sh sets beside the official code; takes --batch, --num-iter, --cfg, --steps, --images, --rounds")
 	gemm := fs.String("gemm", "", "with --parts: also measure ONNX Runtime's fp32 MatMul at MxKxN (e.g. 2560x768x3072), the peak the parts are compared with")
@@ -52,6 +54,9 @@ func runBench(args []string) error {
 			return err
 		}
 		pf.Images = *images
+		if *samplers != "" {
+			return bench.ProfileSamplers(os.Stdout, m, pf, *samplers, rt.threads)
+		}
 		return bench.Profile(os.Stdout, m, pf, *steps, rt.threads)
 	}
 	if *spec {
