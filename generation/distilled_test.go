@@ -79,3 +79,15 @@ func TestDistilledRunsAndIsRecorded(t *testing.T) {
 		t.Errorf("params %q / settings %q do not record it", p.Params(), p.Settings().Sampler)
 	}
 }
+
+// Scoring runs and the frontier name head samplers in configurations, checked as requests.
+func TestRunConfigDistilled(t *testing.T) {
+	_, cat := TestModelsWithDistilled()
+	rc, err := ParseRunConfig("target:num_iter=3:steps=2:sampler=distilled", runBase(), cat)
+	if err != nil || rc.Name != "target-it3-s2-distilled" || rc.Plan.Options.Sampler != "distilled" || rc.Plan.Options.Steps != 2 {
+		t.Errorf("got %q %+v (%v)", rc.Name, rc.Plan.Options, err)
+	}
+	if _, err := ParseRunConfig("target:steps=3:sampler=distilled", runBase(), cat); Field(err) != "steps" {
+		t.Errorf("untrained steps in a configuration: %v, want a steps field error", err)
+	}
+}
