@@ -69,11 +69,14 @@ func TestGenerateDistilled(t *testing.T) {
 	}{
 		{[]string{"--steps", "3"}, "allowed: 1, 2, 4"},
 		{[]string{"--steps", "4", "--temperature", "0.8"}, "allowed: 1 with sampler distilled"},
-		{[]string{"--steps", "4", "--mode", "spec"}, "not Gaussian"},
 	} {
 		stderr, code := gen(t.TempDir(), bad.args...)
 		if code == 0 || !strings.Contains(stderr, bad.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
 			t.Errorf("%v: exit %d, stderr %q; want one line containing %q", bad.args, code, stderr, bad.want)
 		}
+	}
+	_, stderr, code = marspec(t, nil, "generate", "--mode", "spec", "--class", "7", "--sampler", "distilled", "--steps", "4", "--out", t.TempDir())
+	if code == 0 || !strings.Contains(stderr, "not Gaussian") {
+		t.Errorf("spec mode with the distilled head: exit %d, stderr %q; want a refusal saying its steps are not Gaussian", code, stderr)
 	}
 }
