@@ -42,11 +42,11 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 	if n == 0 {
 		return nil
 	}
-	// The fused graph (mar/headloop.go, used on CUDA) bakes in the ddpm step; any other sampler
-	// takes the per-step path, which runs its step in Go.
 	if d.Sampler == diffusion.Distilled { // the student replaces the head: no per-step Go arithmetic
 		return d.runDistilled(rows, x0)
 	}
+	// The fused graph (mar/headloop.go, used on CUDA) bakes in the ddpm step; any other sampler
+	// takes the per-step path, which runs its step in Go.
 	ddpm := d.Sampler == "" || d.Sampler == diffusion.DDPM
 	if lh, ok := d.Head.(LoopHead); ok && !d.PerStep && ddpm {
 		if loop := lh.HeadLoop(); loop != nil {
