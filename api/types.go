@@ -26,7 +26,7 @@ type GenerateRequest struct {
 	Steps          *int     `json:"steps,omitempty"`
 	StepsLate      *int     `json:"steps_late,omitempty"` // diffusion steps of the last AR step (annealing); 0 = off
 	FinalStepNoise *bool    `json:"final_step_noise,omitempty"`
-	Sampler        string   `json:"sampler,omitempty"` // head sampler: ddpm (default), ddim, dpmpp-2m, dpmpp-2m-sde
+	Sampler        string   `json:"sampler,omitempty"` // head sampler: ddpm (default), ddim, dpmpp-2m, dpmpp-2m-sde, distilled (the pack's few-step head)
 	Eta            *float64 `json:"eta,omitempty"`     // ddim only: 0 (deterministic) to 1 (ddpm's law)
 
 	// speculative decoding (mode spec)

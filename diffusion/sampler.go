@@ -16,10 +16,13 @@ const (
 	DDIM       Sampler = "ddim"         // DDIM with eta in [0, 1]; eta = 1 matches DDPM's law with the posterior variance
 	DPMPP2M    Sampler = "dpmpp-2m"     // DPM-Solver++(2M): deterministic multistep in x0 prediction
 	DPMPP2MSDE Sampler = "dpmpp-2m-sde" // DPM-Solver++(2M) SDE (eta 1, midpoint correction)
+	// Distilled runs the pack's trained few-step student head (mar.DistilledHead) instead of
+	// this head: not a step of this package, so SampleStep refuses it.
+	Distilled Sampler = "distilled"
 )
 
 // Samplers lists the accepted names, default first.
-var Samplers = []Sampler{DDPM, DDIM, DPMPP2M, DPMPP2MSDE}
+var Samplers = []Sampler{DDPM, DDIM, DPMPP2M, DPMPP2MSDE, Distilled}
 
 // SamplerNames is the allowed list as error messages print it.
 func SamplerNames() string {
@@ -58,6 +61,8 @@ func (s Sampler) HasEta() bool { return s == DDIM }
 //     verifier would have to carry each model's own previous prediction along the draft's path
 //     and the acceptance test here assumes a Markov chain in x_k; until that is built and its
 //     law tested, it is refused rather than approximated.
+//   - distilled: no. Its re-noising steps are Gaussian given the student's previous x0, but its
+//     last step (and its only step at K = 1) is the student's deterministic x0: a point mass.
 func (s Sampler) GaussianSteps(eta float64) bool {
 	switch s {
 	case DDPM:
@@ -175,6 +180,9 @@ func (s *Schedule) SampleStep(sampler Sampler, eta float64, k int, xt []float64,
 		copy(st.prevX0, x0)
 		st.prevH, st.havePrev = h, true
 		return false
+	}
+	if sampler == Distilled {
+		panic("diffusion: sampler distilled runs the pack's distilled head (mar.Denoiser), not a head step")
 	}
 	panic(fmt.Sprintf("diffusion: sampler %q unknown (allowed: %s)", sampler, SamplerNames()))
 }

@@ -15,7 +15,7 @@ import (
 
 // Keys a configuration may set, by kind.
 const (
-	RunConfigKeysTarget = "num_iter, steps, anneal, final_noise"
+	RunConfigKeysTarget = "num_iter, steps, anneal, final_noise, sampler, eta"
 	RunConfigKeysSpec   = "gamma, prefill, verify, acceptance, align, draft, exit_max_error, rejection, tolerance, steps"
 )
 
@@ -157,6 +157,12 @@ func setKey(req *Request, kind, k, v string) (named string, err error) {
 			return "", nil
 		}
 		return "nofinalnoise", nil
+	case k == "sampler" && baseline: // checked with the request (ValidateRequest)
+		req.Sampler = v
+		return v, nil
+	case k == "eta" && baseline:
+		req.Eta, err = number()
+		return "eta" + v, err
 	case baseline:
 		return "", fieldErr(k, strconv.Quote(v), RunConfigKeysTarget, "unknown for "+kind)
 	}

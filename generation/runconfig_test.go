@@ -24,6 +24,7 @@ func TestRunConfigNames(t *testing.T) {
 		"target:num_iter=3:steps=5":          "target-it3-s5",
 		"target:num_iter=3:anneal=5":         "target-it3-late5",
 		"target:final_noise=off":             "target-nofinalnoise",
+		"target:steps=5:sampler=ddim:eta=1":  "target-s5-ddim-eta1",
 		"spec:verify=group:steps=5":          "spec-g8-p0.05-group-paper-alignon-s5",
 		"spec:draft=self:gamma=4":            "spec-g4-p0.05-prefix-paper-alignon-draftself",
 		"spec:rejection=target":              "spec-g8-p0.05-prefix-paper-alignon-rejectiontarget",

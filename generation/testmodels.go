@@ -61,3 +61,12 @@ func TestORTModels() (models *ORTModels, ok bool) {
 	}
 	return nil, false
 }
+
+// TestModelsWithDistilled is TestModels whose target also has an exact analytic distilled head
+// (steps 1, 2, 4; guidance up to 4) with its distilled_head manifest entry: what the
+// --sampler distilled tests run.
+func TestModelsWithDistilled() (Fixed, Catalog) {
+	models, cat := TestModels()
+	analytic.WithDistilled(models["target"], 4)
+	return models, cat
+}

@@ -362,6 +362,9 @@ func samplingOptions(req Request, man *mar.Manifest, pre Preset) (mar.Options, e
 		}
 		opt.Eta = *req.Eta
 	}
+	if e := mar.CheckDistilled(man, opt); e != nil {
+		return opt, fieldErr(e.Field, e.Value, e.Allowed, e.Reason)
+	}
 	return opt, nil
 }
 

@@ -26,6 +26,8 @@ type Denoiser struct {
 	// Sampler and Eta choose the reverse process; "" is ddpm.
 	Sampler diffusion.Sampler
 	Eta     float64
+	// distilled runs sampler distilled (Model.NewDenoiser sets it)
+	distilled *distilledSampler
 
 	states []diffusion.SamplerState
 
@@ -39,6 +41,9 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 	n := len(rows)
 	if n == 0 {
 		return nil
+	}
+	if d.Sampler == diffusion.Distilled { // the student replaces the head: no per-step Go arithmetic
+		return d.runDistilled(rows, x0)
 	}
 	// The fused graph (mar/headloop.go, used on CUDA) bakes in the ddpm step; any other sampler
 	// takes the per-step path, which runs its step in Go.

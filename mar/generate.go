@@ -3,6 +3,7 @@ package mar
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"marspec/diffusion"
 )
@@ -15,6 +16,8 @@ type Model struct {
 	Tokenizer   Tokenizer
 	// Exit is the target's early-exit draft (the pack's early_exit graphs); nil when it has none
 	Exit EarlyExit
+	// Distilled is the pack's few-step student head (distilled_head); nil when it has none
+	Distilled DistilledHead
 }
 
 // Options are the sampling settings of one generation request.
@@ -96,6 +99,12 @@ func (m *Model) Validate(opt *Options) error {
 	if opt.Batch < 0 {
 		return fmt.Errorf("batch %d must be positive", opt.Batch)
 	}
+	if e := CheckDistilled(m.Manifest, *opt); e != nil {
+		return e
+	}
+	if opt.Sampler == diffusion.Distilled && m.Distilled == nil {
+		return fmt.Errorf("sampler distilled: model %s has no distilled head loaded", m.Manifest.Name)
+	}
 	return nil
 }
 
@@ -116,9 +125,38 @@ func (m *Model) NewDenoiser(opt Options, finalStepNoise bool) (*Denoiser, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Denoiser{Head: m.Head, Schedule: s, Options: diffusion.StepOptions{
+	den := &Denoiser{Head: m.Head, Schedule: s, Options: diffusion.StepOptions{
 		ClipX0: d.ClipX0, Temperature: opt.Temperature, FinalStepNoise: finalStepNoise},
-		Sampler: opt.Sampler, Eta: opt.Eta}, nil
+		Sampler: opt.Sampler, Eta: opt.Eta}
+	if opt.Sampler == diffusion.Distilled {
+		if den.distilled, err = m.newDistilledSampler(opt.Steps); err != nil {
+			return nil, err
+		}
+	}
+	return den, nil
+}
+
+// newDistilledSampler prepares the distilled head's K-step run (K = steps, one of the trained
+// counts: Validate checked it).
+func (m *Model) newDistilledSampler(steps int) (*distilledSampler, error) {
+	spec := m.Manifest.DistilledHead
+	if spec == nil || m.Distilled == nil {
+		return nil, fmt.Errorf("sampler distilled: model %s has no distilled head loaded", m.Manifest.Name)
+	}
+	times, ok := spec.Times[strconv.Itoa(steps)]
+	if !ok {
+		return nil, fmt.Errorf("steps %d: the distilled head was trained for %s", steps, spec.StepsText())
+	}
+	T := m.Manifest.Diffusion.TrainingSteps
+	full, err := diffusion.NewSchedule(m.Manifest.Diffusion.Schedule, T, T)
+	if err != nil {
+		return nil, err
+	}
+	ab := make([]float64, T)
+	for t := range ab {
+		ab[t] = full.AlphaBar(t)
+	}
+	return &distilledSampler{head: m.Distilled, times: times, alphaBar: ab}, nil
 }
 
 // CFGScale is the guidance scale of a step after which `known` of L tokens are known.

@@ -59,6 +59,8 @@ type Manifest struct {
 	// Precisions names reduced-precision variants of the transformer and head graphs
 	// (mar/precision.go, scripts/quantize_pack.py), by precision name.
 	Precisions map[string]PrecisionSpec `json:"precisions,omitempty"`
+	// DistilledHead names the optional few-step student head (mar/distilled.go).
+	DistilledHead *DistilledHeadSpec `json:"distilled_head,omitempty"`
 }
 
 // Pack is a manifest plus the bytes of its graphs.
@@ -72,6 +74,8 @@ type Pack struct {
 	Decoder     []byte // the vae_decoder tokenizer's graph; nil for fixed tokenizers
 	// ExitDraft and ExitRest are the early-exit graphs; nil when the manifest names none
 	ExitDraft, ExitRest []byte
+	// Distilled is the distilled_head graph; nil when the manifest names none
+	Distilled []byte
 	// TransformerFile is set instead of Transformer when the transformer's weights are in
 	// transformer.onnx.data beside it (ONNX external data, for graphs over 2 GB such as
 	// MAR-H's): ONNX Runtime then opens the graph by its path.
@@ -164,6 +168,11 @@ func (m *Manifest) validate() error {
 			return err
 		}
 	}
+	if d := m.DistilledHead; d != nil {
+		if err := d.validate(m); err != nil {
+			return err
+		}
+	}
 	return m.validatePrecisions()
 }
 
@@ -227,6 +236,11 @@ func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 			return nil, err
 		}
 		if p.ExitRest, err = read(x.Rest); err != nil {
+			return nil, err
+		}
+	}
+	if d := m.DistilledHead; d != nil {
+		if p.Distilled, err = read(d.File); err != nil {
 			return nil, err
 		}
 	}
@@ -306,6 +320,18 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 		model.Exit = exit
+	}
+	if d := p.Manifest.DistilledHead; d != nil {
+		dh, err := NewONNXDistilledHead(p.Distilled, p.Manifest, opt, p.Source+"/"+d.File)
+		if err != nil {
+			tr.Close()
+			head.Close()
+			if c, ok := model.Exit.(interface{ Close() error }); ok {
+				c.Close()
+			}
+			return nil, err
+		}
+		model.Distilled = dh
 	}
 	return model, nil
 }

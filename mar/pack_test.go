@@ -108,19 +108,20 @@ func TestClassIndex(t *testing.T) {
 func TestLoadPackFS(t *testing.T) {
 	manifest, _ := os.ReadFile(filepath.Join(targetPack, "manifest.json"))
 	fsys := fstest.MapFS{
-		"packs/p/manifest.json":    {Data: manifest},
-		"packs/p/transformer.onnx": {Data: []byte("T")},
-		"packs/p/head.onnx":        {Data: []byte("H")},
-		"packs/p/head_loop.onnx":   {Data: []byte("F")},
-		"packs/p/exit_draft.onnx":  {Data: []byte("XD")},
-		"packs/p/exit_rest.onnx":   {Data: []byte("XR")},
+		"packs/p/manifest.json":       {Data: manifest},
+		"packs/p/transformer.onnx":    {Data: []byte("T")},
+		"packs/p/head.onnx":           {Data: []byte("H")},
+		"packs/p/head_loop.onnx":      {Data: []byte("F")},
+		"packs/p/exit_draft.onnx":     {Data: []byte("XD")},
+		"packs/p/exit_rest.onnx":      {Data: []byte("XR")},
+		"packs/p/distilled_head.onnx": {Data: []byte("DH")},
 	}
 	p, err := LoadPackFS(fsys, "packs/p", "embedded/p")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(p.Transformer) != "T" || string(p.Head) != "H" || string(p.HeadLoop) != "F" || p.Manifest.Name != "fmnist-target" ||
-		string(p.ExitDraft) != "XD" || string(p.ExitRest) != "XR" {
+		string(p.ExitDraft) != "XD" || string(p.ExitRest) != "XR" || string(p.Distilled) != "DH" {
 		t.Fatalf("pack read wrongly: %+v", p)
 	}
 	// the early-exit graphs are optional, but a manifest that names them needs the files
@@ -129,6 +130,12 @@ func TestLoadPackFS(t *testing.T) {
 		t.Fatalf("missing exit_rest.onnx: %v", err)
 	}
 	fsys["packs/p/exit_rest.onnx"] = &fstest.MapFile{Data: []byte("XR")}
+	// so is the distilled head
+	delete(fsys, "packs/p/distilled_head.onnx")
+	if _, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err == nil || !strings.Contains(err.Error(), "embedded/p: cannot read distilled_head.onnx") {
+		t.Fatalf("missing distilled_head.onnx: %v", err)
+	}
+	fsys["packs/p/distilled_head.onnx"] = &fstest.MapFile{Data: []byte("DH")}
 	// the fused graph is optional, but a manifest that names it needs the file (Open says so)
 	delete(fsys, "packs/p/head_loop.onnx")
 	if p, err = LoadPackFS(fsys, "packs/p", "embedded/p"); err != nil {

@@ -170,6 +170,7 @@ func TestGraphMismatchNamesFile(t *testing.T) {
 	copyFile(filepath.Join(targetPack, "head.onnx"), "head.onnx")
 	copyFile(filepath.Join(targetPack, "exit_draft.onnx"), "exit_draft.onnx")
 	copyFile(filepath.Join(targetPack, "exit_rest.onnx"), "exit_rest.onnx")
+	copyFile(filepath.Join(targetPack, "distilled_head.onnx"), "distilled_head.onnx")
 	copyFile(filepath.Join(targetPack, "head.onnx"), "transformer.onnx") // a head where the transformer should be
 	pack, err := LoadPackDir(dir)
 	if err != nil {
@@ -203,5 +204,12 @@ func TestGraphMismatchNamesFile(t *testing.T) {
 	pack, _ = LoadPackDir(dir)
 	if _, err = pack.Open(onnxrt.SessionOptions{}); err == nil || !strings.Contains(err.Error(), "exit_draft.onnx") || !strings.Contains(err.Error(), "input") {
 		t.Fatalf("error %v should name exit_draft.onnx and the input mismatch", err)
+	}
+	// the head where the distilled head should be
+	copyFile(filepath.Join(targetPack, "exit_draft.onnx"), "exit_draft.onnx")
+	copyFile(filepath.Join(targetPack, "head.onnx"), "distilled_head.onnx")
+	pack, _ = LoadPackDir(dir)
+	if _, err = pack.Open(onnxrt.SessionOptions{}); err == nil || !strings.Contains(err.Error(), "distilled_head.onnx") || !strings.Contains(err.Error(), "input") {
+		t.Fatalf("error %v should name distilled_head.onnx and the input mismatch", err)
 	}
 }

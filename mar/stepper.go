@@ -28,7 +28,7 @@ type StepResult struct {
 // place in its own step schedule. All active images share one transformer pass per step (rows
 // that know different numbers of tokens batch together, as the attention mask allows); the
 // diffusion head runs once per group of rows that share a denoiser (steps, temperature,
-// final-step noise; with annealing, the steps of the image's AR step) and guidance on/off. An image's tokens depend only on its StepJob, so
+// final-step noise, sampler and eta; with annealing, the steps of the image's AR step) and guidance on/off. An image's tokens depend only on its StepJob, so
 // it is bit-identical to Model.Generate of the same (seed, index, class, options), whatever
 // ran beside it. Not safe for concurrent use: one goroutine calls Add, Remove and Step.
 type Stepper struct {
@@ -55,6 +55,8 @@ type denoiserKey struct {
 	temperature float64
 	finalNoise  bool
 	guided      bool
+	sampler     diffusion.Sampler
+	eta         float64
 }
 
 // NewStepper prepares a stepper for model m.
@@ -147,7 +149,8 @@ func (s *Stepper) Step() ([]StepResult, error) {
 		opt := im.job.Options
 		size := im.sizes[im.step]
 		steps := StepsAt(opt, im.step, len(im.sizes))
-		key := denoiserKey{steps: steps, temperature: opt.Temperature, finalNoise: opt.FinalStepNoise, guided: opt.CFG != 1}
+		key := denoiserKey{steps: steps, temperature: opt.Temperature, finalNoise: opt.FinalStepNoise, guided: opt.CFG != 1,
+			sampler: opt.Sampler, eta: opt.Eta}
 		scale := CFGScale(opt, im.known+size, L)
 		for _, pos := range im.order[im.known : im.known+size] {
 			row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale,
@@ -199,7 +202,7 @@ func (s *Stepper) denoiser(k denoiserKey) (*Denoiser, error) {
 	if d, ok := s.dens[k]; ok {
 		return d, nil
 	}
-	d, err := s.model.NewDenoiser(Options{Steps: k.steps, Temperature: k.temperature}, k.finalNoise)
+	d, err := s.model.NewDenoiser(Options{Steps: k.steps, Temperature: k.temperature, Sampler: k.sampler, Eta: k.eta}, k.finalNoise)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +227,12 @@ func sortedKeys(m map[denoiserKey][]DenoiseRow) []denoiserKey {
 		}
 		if x.finalNoise != y.finalNoise {
 			return !x.finalNoise
+		}
+		if x.sampler != y.sampler {
+			return x.sampler < y.sampler
+		}
+		if x.eta != y.eta {
+			return x.eta < y.eta
 		}
 		return !x.guided && y.guided
 	})

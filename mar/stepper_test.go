@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"marspec/diffusion"
 	"marspec/mar"
 	"marspec/mar/analytic"
 )
@@ -27,10 +28,10 @@ func alone(t *testing.T, m *mar.Model, j mar.StepJob) []float32 {
 }
 
 // Requests with different seeds, classes, CFG scales and schedules, num_iter, temperatures,
-// annealing and final-step noise join at different steps; every image must equal its
+// annealing, final-step noise and head samplers (ddim, the distilled head) join at different steps; every image must equal its
 // Model.Generate twin bit for bit, and removing a request must not disturb the others.
 func TestStepperMatchesGenerate(t *testing.T) {
-	m := stepperModel()
+	m := analytic.WithDistilled(stepperModel(), 4)
 	reqs := [][]mar.StepJob{}
 	variants := []mar.Options{
 		{Seed: 1},
@@ -38,8 +39,11 @@ func TestStepperMatchesGenerate(t *testing.T) {
 		{Seed: 1, CFG: 2, CFGSchedule: "constant", NumIter: 3},
 		{Seed: 7, Temperature: 0.8, NumIter: 2, FinalStepNoise: true},
 		{Seed: 9, Steps: 6, StepsLate: 3},
-		{Seed: 2, CFG: 3}, // same as request 1: identical images, separate owners
-		{Seed: 5},         // removed after two steps
+		{Seed: 2, CFG: 3},                                             // same as request 1: identical images, separate owners
+		{Seed: 5},                                                     // removed after two steps
+		{Seed: 4, Sampler: diffusion.DDIM, Eta: 0.5},                  // the head sampler is the image's own
+		{Seed: 4, CFG: 3, Sampler: diffusion.Distilled, Steps: 2},     // the student, guided
+		{Seed: 6, Sampler: diffusion.Distilled, Steps: 4, NumIter: 3}, // and unguided
 	}
 	for r, opt := range variants {
 		var js []mar.StepJob

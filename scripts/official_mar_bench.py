@@ -12,7 +12,7 @@ official ones); images are sampled with its sample_tokens and decoded with its V
 Where timm or tqdm is not installed, a stand-in is used and named in the output: MAR takes only
 timm's transformer Block (the pre-norm block, same parameter names) and tqdm's progress bar.
 --cpu runs on the CPU by making .cuda() a no-op: the reference for marspec's CPU numbers at real
-size (scripts/realsize_cpu_bench.sh alternates the two; set OMP_NUM_THREADS and
+size (scripts/realsize_cpu_bench.py alternates the two; set OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS to --threads before starting it, as that script does). --threads sets
 PyTorch's intra-op threads. Besides images/s it reports the time spent in each part of the
 official sampler (encoder + decoder = one transformer pass, the head's p_sample_loop, the VAE

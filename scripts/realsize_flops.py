@@ -1,7 +1,7 @@
 """FLOPs of one transformer pass, one head step and one decode of an official MAR architecture,
 counted by PyTorch's profiler (with_flops: matrix products and convolutions, 2 per
 multiply-add; element-wise work, a few percent here, is not counted), for bench --parts'
-GFLOP/s (scripts/realsize_cpu_bench.sh).
+GFLOP/s (scripts/realsize_cpu_bench.py).
 
   /usr/bin/python3 scripts/realsize_flops.py --model mar_base --num-iter 8
 

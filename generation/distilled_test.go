@@ -1,0 +1,93 @@
+package generation
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"marspec/api"
+)
+
+// The distilled sampler's settings are checked with field errors that name what is allowed:
+// the trained step counts, temperature 1, guidance up to the trained scale, no annealing, no
+// eta, no spec mode (its last step is a point mass), and a pack that has the head.
+func TestValidateDistilled(t *testing.T) {
+	_, cat := TestModelsWithDistilled()
+	d := "distilled"
+	cases := []struct {
+		name, field, allowed string
+		req                  api.GenerateRequest
+	}{
+		{"untrained step count", "steps", "1, 2, 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(3)}},
+		{"pack default steps", "steps", "1, 2, 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d}},
+		{"preset's steps", "preset", "set steps explicitly", api.GenerateRequest{Preset: "fast", Sampler: d}},
+		{"temperature", "temperature", "1 with sampler distilled", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), Temperature: f64(0.9)}},
+		{"cfg above the trained range", "cfg", "1 to 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), CFG: f64(4.5)}},
+		{"annealing", "steps_late", "0", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), StepsLate: i(2)}},
+		{"eta", "eta", "ddim", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), Eta: f64(0.5)}},
+		{"spec mode", "sampler", "ddpm", api.GenerateRequest{Mode: ModeSpec, Sampler: d, Steps: i(4)}},
+		{"draft pack has none", "sampler", "ddpm, ddim", api.GenerateRequest{Mode: ModeDraft, Sampler: d, Steps: i(4)}},
+	}
+	for _, c := range cases {
+		c.req.Class, c.req.Seed = api.Classes{"0"}, u64(1)
+		_, err := Validate(c.req, cat)
+		var fe *FieldError
+		if !errors.Is(err, ErrInvalid) || !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(fe.Allowed, c.allowed) {
+			t.Errorf("%s: got %v, want a FieldError on %q allowing %q", c.name, err, c.field, c.allowed)
+		}
+	}
+	for _, ok := range []api.GenerateRequest{
+		{Mode: ModeTarget, Sampler: d, Steps: i(1)},
+		{Mode: ModeTarget, Sampler: d, Steps: i(2), CFG: f64(3)},
+		{Preset: "fast", Sampler: d, Steps: i(4), CFG: f64(4)},
+	} {
+		ok.Class, ok.Seed = api.Classes{"0"}, u64(1)
+		if _, err := Validate(ok, cat); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+}
+
+// A distilled run is deterministic, differs from ddpm's and from another step count, and its
+// provenance and settings record the sampler and steps.
+func TestDistilledRunsAndIsRecorded(t *testing.T) {
+	models, cat := TestModelsWithDistilled()
+	run := func(sampler string, steps int) ([]byte, Plan) {
+		p, err := Validate(api.GenerateRequest{Class: api.Classes{"1"}, Seed: u64(9), Mode: ModeTarget, Sampler: sampler,
+			Steps: i(steps), CFG: f64(3)}, cat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		imgs, err := Run(t.Context(), p, models, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return imgs[0].Pixels, p
+	}
+	ddpm, _ := run("", 4)
+	a, p := run("distilled", 4)
+	b, _ := run("distilled", 4)
+	one, _ := run("distilled", 1)
+	if !bytes.Equal(a, b) {
+		t.Error("same seed gave different pixels")
+	}
+	if bytes.Equal(a, ddpm) || bytes.Equal(a, one) {
+		t.Error("distilled at 4 steps equals ddpm or distilled at 1 step: the sampler or its steps were not used")
+	}
+	if !strings.Contains(p.Params(), "steps=4") || !strings.Contains(p.Params(), "sampler=distilled") || p.Settings().Sampler != "distilled" {
+		t.Errorf("params %q / settings %q do not record it", p.Params(), p.Settings().Sampler)
+	}
+}
+
+// Scoring runs and the frontier name head samplers in configurations, checked as requests.
+func TestRunConfigDistilled(t *testing.T) {
+	_, cat := TestModelsWithDistilled()
+	rc, err := ParseRunConfig("target:num_iter=3:steps=2:sampler=distilled", runBase(), cat)
+	if err != nil || rc.Name != "target-it3-s2-distilled" || rc.Plan.Options.Sampler != "distilled" || rc.Plan.Options.Steps != 2 {
+		t.Errorf("got %q %+v (%v)", rc.Name, rc.Plan.Options, err)
+	}
+	if _, err := ParseRunConfig("target:steps=3:sampler=distilled", runBase(), cat); Field(err) != "steps" {
+		t.Errorf("untrained steps in a configuration: %v, want a steps field error", err)
+	}
+}
