@@ -69,6 +69,16 @@ func ParseTuning(s string) (Tuning, error) {
 	return t, nil
 }
 
+// Set makes *Tuning a flag.Value: --ort-tuning on the CLI's runtime flags and on serve.
+func (t *Tuning) Set(s string) error {
+	v, err := ParseTuning(s)
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
 // String is the setting as ParseTuning reads it; "default" when nothing is changed.
 func (t Tuning) String() string {
 	var parts []string

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"marspec/mar"
+	"marspec/onnxrt"
 )
 
 // Config is every setting of the service, read in one place: each has a flag and a MARSPEC_*
@@ -26,6 +27,7 @@ type Config struct {
 	Device       string
 	Threads      int
 	Precision    string // of the packs' transformer and head graphs: fp32 or int8 (mar.ParsePrecision)
+	ORTTuning    onnxrt.Tuning
 	QueueSize    int
 	MaxBatch     int
 	MaxImages    int
@@ -85,6 +87,10 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 	s(&c.ORTLib, "ort-lib", "ORT_LIB", "", "path of libonnxruntime.so (default: third_party/onnxruntime/libonnxruntime.so)")
 	s(&c.Device, "device", "DEVICE", "cpu", "where models run: cpu, cuda (GPU 0) or cuda:N")
 	n(&c.Threads, "threads", "THREADS", 0, "ONNX Runtime intra-op threads (0 = its default)")
+	if err := c.ORTTuning.Set(env("ORT_TUNING", "")); err != nil {
+		errs = append(errs, fmt.Errorf("$MARSPEC_ORT_TUNING: %v", err))
+	}
+	fs.Var(&c.ORTTuning, "ort-tuning", onnxrt.TuningHelp+" ($MARSPEC_ORT_TUNING)")
 	s(&c.Precision, "precision", "PRECISION", mar.FP32, "transformer and head weights: "+mar.PrecisionNames()+" (int8: the packs' quantised graphs, scripts/quantize_pack.py)")
 	n(&c.QueueSize, "queue", "QUEUE", 64, "jobs accepted and not finished; more get 503")
 	n(&c.MaxBatch, "max-batch", "MAX_BATCH", 32, "images in flight per engine group")

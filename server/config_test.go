@@ -18,13 +18,14 @@ func TestConfigFromEnvironmentAndFlags(t *testing.T) {
 	var c Config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	if err := c.bind(fs, env(map[string]string{"MARSPEC_QUEUE": "7", "MARSPEC_ADDR": "127.0.0.1:9", "MARSPEC_DRAIN": "3s",
-		"MARSPEC_CROSS_BATCH": "false", "MARSPEC_TOKEN": "hidden"})); err != nil {
+		"MARSPEC_CROSS_BATCH": "false", "MARSPEC_TOKEN": "hidden", "MARSPEC_ORT_TUNING": "spin=off"})); err != nil {
 		t.Fatal(err)
 	}
 	if err := fs.Parse([]string{"--addr", "127.0.0.1:10"}); err != nil {
 		t.Fatal(err)
 	}
-	if c.QueueSize != 7 || c.Addr != "127.0.0.1:10" || c.Drain != 3*time.Second || c.CrossBatch || c.Token != "hidden" || c.MaxBatch != 32 {
+	if c.QueueSize != 7 || c.Addr != "127.0.0.1:10" || c.Drain != 3*time.Second || c.CrossBatch || c.Token != "hidden" || c.MaxBatch != 32 ||
+		c.ORTTuning.String() != "spin=off" {
 		t.Fatalf("%+v", c)
 	}
 	var help bytes.Buffer
@@ -33,7 +34,7 @@ func TestConfigFromEnvironmentAndFlags(t *testing.T) {
 	if strings.Contains(help.String(), "hidden") || !strings.Contains(help.String(), "$MARSPEC_TOKEN") {
 		t.Errorf("help shows the token or omits its variable:\n%s", help.String())
 	}
-	for name, val := range map[string]string{"MARSPEC_QUEUE": "many", "MARSPEC_MAX_WAIT": "soon", "MARSPEC_CROSS_BATCH": "maybe"} {
+	for name, val := range map[string]string{"MARSPEC_QUEUE": "many", "MARSPEC_MAX_WAIT": "soon", "MARSPEC_CROSS_BATCH": "maybe", "MARSPEC_ORT_TUNING": "spin=maybe"} {
 		var bad Config
 		err := bad.bind(flag.NewFlagSet("serve", flag.ContinueOnError), env(map[string]string{name: val}))
 		if err == nil || !strings.Contains(err.Error(), name) {

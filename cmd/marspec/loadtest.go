@@ -212,7 +212,7 @@ func (f *loadFlags) pass(batching string, models *generation.Models) (loadtest.R
 		if mode := f.resolvedMode(); mode == generation.ModeSpec || mode == generation.ModeDraft {
 			cfg.Draft = f.draft
 		}
-		cfg.ORTLib, cfg.Device, cfg.Threads = f.rt.ortLib, f.rt.device.String(), f.rt.threads
+		cfg.ORTLib, cfg.Device, cfg.Threads, cfg.ORTTuning = f.rt.ortLib, f.rt.device.String(), f.rt.threads, f.rt.tuning
 		dir, err := os.MkdirTemp("", "marspec-loadtest-")
 		if err != nil {
 			return res, err

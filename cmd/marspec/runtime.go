@@ -20,22 +20,6 @@ type runtimeFlags struct {
 	precision string
 }
 
-// tuningFlag parses --ort-tuning when the flags are read, naming a bad key or value.
-type tuningFlag struct{ rt *runtimeFlags }
-
-func (f tuningFlag) String() string {
-	if f.rt == nil {
-		return ""
-	}
-	return f.rt.tuning.String()
-}
-
-func (f tuningFlag) Set(s string) error {
-	t, err := onnxrt.ParseTuning(s)
-	f.rt.tuning = t
-	return err
-}
-
 // deviceFlag parses --device (and its older name --provider) when the flags are read, so a
 // bad value stops the command with the flag named and what is allowed.
 type deviceFlag struct{ rt *runtimeFlags }
@@ -63,7 +47,7 @@ func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
 	fs.Var(deviceFlag{rt}, "device", onnxrt.DeviceHelp)
 	fs.Var(deviceFlag{rt}, "provider", "same as --device (older name)")
 	fs.IntVar(&rt.threads, "threads", 0, "ONNX Runtime intra-op threads (0 = its default)")
-	fs.Var(tuningFlag{rt}, "ort-tuning", onnxrt.TuningHelp)
+	fs.Var(&rt.tuning, "ort-tuning", onnxrt.TuningHelp)
 	rt.precision = mar.FP32
 	return rt
 }
