@@ -82,10 +82,7 @@ func ProfileSamplers(out io.Writer, m *mar.Model, pf ProfileSettings, samplers s
 			return fmt.Errorf("--samplers entry %q: %v", c.text, err)
 		}
 	}
-	classes := make([]int, pf.Images)
-	for i := range classes {
-		classes[i] = i % len(m.Manifest.Classes)
-	}
+	classes := imageClasses(m, pf.Images)
 	onnxTr, onnxHead, onnxDist := m.Transformer, m.Head, m.Distilled
 	defer func() { m.Transformer, m.Head, m.Distilled = onnxTr, onnxHead, onnxDist }()
 	load0 := loadAvg()

@@ -67,10 +67,7 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 	if err := m.Validate(&opt); err != nil {
 		return PartsReport{}, err
 	}
-	classes := make([]int, pf.Images)
-	for i := range classes {
-		classes[i] = i % len(m.Manifest.Classes)
-	}
+	classes := imageClasses(m, pf.Images)
 	onnxTr, onnxHead, tok := m.Transformer, m.Head, m.Tokenizer
 	defer func() { m.Transformer, m.Head, m.Tokenizer = onnxTr, onnxHead, tok }()
 	type round struct {

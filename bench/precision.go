@@ -122,10 +122,7 @@ func (k measure) run(m *mar.Model, set PrecisionSettings) (float64, error) {
 	case headStep:
 		return timeHead(m, k.size, set.Reps*5)
 	}
-	classes := make([]int, k.size)
-	for i := range classes {
-		classes[i] = i % len(m.Manifest.Classes)
-	}
+	classes := imageClasses(m, k.size)
 	start := time.Now()
 	if _, err := m.Generate(classes, mar.Options{Seed: 1, Batch: k.size, NumIter: set.NumIter, Steps: set.Steps}); err != nil {
 		return 0, err
@@ -160,16 +157,7 @@ func forwardOutputs(m *mar.Model) ([2][]float32, error) {
 	L, D, W := man.SeqLen(), man.TokenDim, man.Width
 	rng := rand.New(rand.NewPCG(7, 7))
 	const batch = 2
-	ctx := mar.NewContextBatch(batch, L, D)
-	x := make([]float64, D)
-	for r := 0; r < batch; r++ {
-		for _, pos := range rng.Perm(L)[:L/2] {
-			for j := range x {
-				x[j] = rng.NormFloat64() * 0.5
-			}
-			ctx.Set(r, pos, x)
-		}
-	}
+	ctx := halfKnownContexts(batch, L, D, rng)
 	z := make([]float32, batch*L*W)
 	if err := ctx.Condition(m.Transformer, z, nil); err != nil {
 		return [2][]float32{}, err

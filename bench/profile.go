@@ -98,10 +98,7 @@ func Profile(out io.Writer, m *mar.Model, pf ProfileSettings, steps int, threads
 		return err
 	}
 	steps = opt.Steps
-	classes := make([]int, pf.Images)
-	for i := range classes {
-		classes[i] = i % len(m.Manifest.Classes)
-	}
+	classes := imageClasses(m, pf.Images)
 	load0 := loadAvg()
 	paths := []*pathProfile{{name: "per-step head"}, {name: "fused head"}}
 	for round := 0; round <= pf.Rounds; round++ { // round 0 warms both paths up and is not counted

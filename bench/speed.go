@@ -39,10 +39,7 @@ func Speed(out io.Writer, models []Named, images, reps int) (map[string]float64,
 			}
 			fmt.Fprintf(w, "%s\thead step\t%d\t%.3f\n", name, b, ms)
 		}
-		classes := make([]int, images)
-		for i := range classes {
-			classes[i] = i % len(m.Manifest.Classes)
-		}
+		classes := imageClasses(m, images)
 		start := time.Now()
 		if _, err := m.Generate(classes, mar.Options{Seed: 1, Batch: images}); err != nil {
 			return nil, err
@@ -57,17 +54,7 @@ func Speed(out io.Writer, models []Named, images, reps int) (map[string]float64,
 
 func timeTransformer(m *mar.Model, batch, reps int) (float64, error) {
 	L, D, W := m.Manifest.SeqLen(), m.Manifest.TokenDim, m.Manifest.Width
-	ctx := mar.NewContextBatch(batch, L, D)
-	rng := rand.New(rand.NewPCG(1, 1))
-	x := make([]float64, D)
-	for r := 0; r < batch; r++ { // half the tokens known, as mid-generation
-		for _, pos := range rng.Perm(L)[:L/2] {
-			for j := range x {
-				x[j] = rng.NormFloat64() * 0.5
-			}
-			ctx.Set(r, pos, x)
-		}
-	}
+	ctx := halfKnownContexts(batch, L, D, rand.New(rand.NewPCG(1, 1)))
 	z := make([]float32, batch*L*W)
 	if err := ctx.Condition(m.Transformer, z, nil); err != nil { // warm-up
 		return 0, err
@@ -97,4 +84,29 @@ func timeHead(m *mar.Model, n, reps int) (float64, error) {
 		}
 	}
 	return float64(time.Since(start).Microseconds()) / 1000 / float64(reps), nil
+}
+
+// imageClasses is n images' classes, cycling through the pack's: what every benchmark generates.
+func imageClasses(m *mar.Model, n int) []int {
+	classes := make([]int, n)
+	for i := range classes {
+		classes[i] = i % len(m.Manifest.Classes)
+	}
+	return classes
+}
+
+// halfKnownContexts is batch contexts with a random half of the L tokens known, as
+// mid-generation: what the forward measurements run the transformer on.
+func halfKnownContexts(batch, L, D int, rng *rand.Rand) *mar.ContextBatch {
+	ctx := mar.NewContextBatch(batch, L, D)
+	x := make([]float64, D)
+	for r := 0; r < batch; r++ {
+		for _, pos := range rng.Perm(L)[:L/2] {
+			for j := range x {
+				x[j] = rng.NormFloat64() * 0.5
+			}
+			ctx.Set(r, pos, x)
+		}
+	}
+	return ctx
 }
