@@ -55,6 +55,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from frozen_target import load_target, sample_masks
 from mardiff import Diffusion, cosine_betas, space_timesteps
 from marmodel import FinalLayer, ResBlock, TimestepEmbedder
 
@@ -164,14 +165,6 @@ class Teacher:
         return states, x.float()
 
 
-def sample_masks(b, seq_len, gen=None):
-    """Per row, a uniform count of 1..seq_len unknown tokens over a random order."""
-    order = torch.argsort(torch.rand(b, seq_len, generator=gen), dim=1)
-    rank = torch.argsort(order, dim=1)
-    counts = torch.randint(1, seq_len + 1, (b, 1), generator=gen)
-    return (rank < counts).float()
-
-
 @torch.no_grad()
 def contexts(mar, tokens, labels, per_image, gen=None):
     """Conditioning vectors of up to per_image unknown positions per image: z (class), z_u
@@ -230,15 +223,6 @@ def evaluate(student, data, seed=4321):
         out[f"k{k}_mean_diff"] = round(float((s.mean(0) - ref.mean(0)).abs().mean()), 5)
         out[f"k{k}_std_ratio"] = round(float(s.std(0).mean() / ref.std(0).mean()), 4)
     return out
-
-
-def load_target(path):
-    from export import load_model
-
-    mar, ck = load_model(path)
-    for p in mar.parameters():
-        p.requires_grad_(False)
-    return mar, ck
 
 
 def train(args):

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from frozen_target import load_target, sample_masks
 from mardiff import Diffusion, cosine_betas, space_timesteps
 from marmodel import Block
 
@@ -133,14 +134,6 @@ class RestGraph(nn.Module):
         return self.mar.finish_from(hidden, mask, self.depth)
 
 
-def sample_masks(b, seq_len, gen=None):
-    """Per row, a uniform count of 1..seq_len unknown tokens over a random order."""
-    order = torch.argsort(torch.rand(b, seq_len, generator=gen), dim=1)
-    rank = torch.argsort(order, dim=1)
-    counts = torch.randint(1, seq_len + 1, (b, 1), generator=gen)
-    return (rank < counts).float()
-
-
 def exit_outputs(mar, ex, depth, tokens, mask, ids, drop):
     """z_exit and predicted log error (with grad through the exit), and the target's z."""
     with torch.no_grad():
@@ -212,15 +205,6 @@ def evaluate(mar, ex, depth, batch, chunk=256, v_weight=0.1):
     return dict(relative_mse=round(float(e.mean() / z2.mean()), 5), logvar_corr=corr(e),
                 mse=round(float(e.mean()), 6), head_err=round(float(he.mean()), 6),
                 logvar_corr_head=corr(he))
-
-
-def load_target(path):
-    from export import load_model
-
-    mar, ck = load_model(path)
-    for p in mar.parameters():
-        p.requires_grad_(False)
-    return mar, ck
 
 
 def train(args):
