@@ -11,13 +11,11 @@ on a difference over --tolerance.
 import argparse
 import os
 import sys
-from functools import partial
 
 import torch
-import torch.nn as nn
 
 import mar_official as mo
-from official_mar_bench import install_stand_ins
+from official_mar_bench import install_stand_ins, official_class
 from make_random_packs import randomise as randomise_scaled
 from test_export_mar import randomise
 
@@ -39,12 +37,7 @@ def main():
     cfg, vcfg = mo.MAR_PRESETS[args.model], mo.VAE_PRESETS[args.vae_config]
     ours = mo.build_mar(cfg)
     randomise_scaled(ours, gen)  # weights at a trained model's scale, so float32 rounding stays small
-    theirs = official_mar.MAR(img_size=cfg["img_size"], vae_stride=cfg["vae_stride"], patch_size=cfg["patch_size"],
-                              encoder_embed_dim=cfg["width"], encoder_depth=cfg["depth"], encoder_num_heads=cfg["heads"],
-                              decoder_embed_dim=cfg["width"], decoder_depth=cfg["depth"], decoder_num_heads=cfg["heads"],
-                              mlp_ratio=4, norm_layer=partial(nn.LayerNorm, eps=1e-6), vae_embed_dim=cfg["vae_embed_dim"],
-                              class_num=cfg["class_num"], buffer_size=cfg["buffer_size"], diffloss_d=cfg["head_depth"],
-                              diffloss_w=cfg["head_width"]).eval()
+    theirs = official_class(official_mar, cfg).eval()
     theirs.load_state_dict(ours.state_dict(), strict=True)
     mo.load_strict(ours, theirs.state_dict(), "official state dict")  # and back: no key of theirs is unknown here
 

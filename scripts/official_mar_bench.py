@@ -88,16 +88,23 @@ class PartTimes:
                 for n, s in self.seconds.items()}
 
 
+def official_class(official_mar, cfg, steps=None):
+    """The official MAR class at the sizes of cfg (a mar_official.MAR_PRESETS entry: equal encoder
+    and decoder widths and depths, as every official preset has); steps None keeps its default."""
+    extra = {} if steps is None else {"num_sampling_steps": str(steps)}
+    return official_mar.MAR(img_size=cfg["img_size"], vae_stride=cfg["vae_stride"], patch_size=cfg["patch_size"],
+                            encoder_embed_dim=cfg["width"], encoder_depth=cfg["depth"], encoder_num_heads=cfg["heads"],
+                            decoder_embed_dim=cfg["width"], decoder_depth=cfg["depth"], decoder_num_heads=cfg["heads"],
+                            mlp_ratio=4, norm_layer=partial(nn.LayerNorm, eps=1e-6), vae_embed_dim=cfg["vae_embed_dim"],
+                            class_num=cfg["class_num"], buffer_size=cfg["buffer_size"], diffloss_d=cfg["head_depth"],
+                            diffloss_w=cfg["head_width"], **extra)
+
+
 def mar_model(official_mar, official_vae, args):
     """The official MAR class at a preset's sizes and its KL-16 decoder, from the pack's
     official-layout checkpoints (make_random_packs.py --checkpoint)."""
     cfg, vcfg = mo.MAR_PRESETS[args.model], mo.VAE_PRESETS[args.vae_config]
-    model = official_mar.MAR(img_size=cfg["img_size"], vae_stride=cfg["vae_stride"], patch_size=cfg["patch_size"],
-                             encoder_embed_dim=cfg["width"], encoder_depth=cfg["depth"], encoder_num_heads=cfg["heads"],
-                             decoder_embed_dim=cfg["width"], decoder_depth=cfg["depth"], decoder_num_heads=cfg["heads"],
-                             mlp_ratio=4, norm_layer=partial(nn.LayerNorm, eps=1e-6), vae_embed_dim=cfg["vae_embed_dim"],
-                             class_num=cfg["class_num"], buffer_size=cfg["buffer_size"], diffloss_d=cfg["head_depth"],
-                             diffloss_w=cfg["head_width"], num_sampling_steps=str(args.steps))
+    model = official_class(official_mar, cfg, args.steps)
     ck = torch.load(os.path.join(args.pack, "checkpoint-last.pth"), map_location="cpu")
     model.load_state_dict(ck["model_ema"], strict=True)  # marspec's names are the official ones
     decoder = official_vae.Decoder(ch=vcfg["ch"], ch_mult=vcfg["ch_mult"], num_res_blocks=vcfg["num_res_blocks"],
@@ -123,12 +130,10 @@ def toy_model(official_mar, args):
     c, patch = man["training"]["config"], man["tokenizer"]["patch"]
     if c["enc_depth"] != c["dec_depth"]:
         sys.exit(f"official_mar_bench: the official MAR class needs equal encoder and decoder depths, {args.pack} has {c}")
-    model = official_mar.MAR(img_size=man["image"]["height"], vae_stride=patch, patch_size=1,
-                             encoder_embed_dim=c["width"], encoder_depth=c["enc_depth"], encoder_num_heads=c["heads"],
-                             decoder_embed_dim=c["width"], decoder_depth=c["dec_depth"], decoder_num_heads=c["heads"],
-                             mlp_ratio=4, norm_layer=partial(nn.LayerNorm, eps=1e-6), vae_embed_dim=man["token_dim"],
-                             class_num=len(man["classes"]), buffer_size=man["buffer_size"], diffloss_d=c["head_depth"],
-                             diffloss_w=c["head_width"], num_sampling_steps=str(args.steps))
+    sizes = dict(img_size=man["image"]["height"], vae_stride=patch, patch_size=1, width=c["width"], depth=c["enc_depth"],
+                 heads=c["heads"], vae_embed_dim=man["token_dim"], class_num=len(man["classes"]),
+                 buffer_size=man["buffer_size"], head_depth=c["head_depth"], head_width=c["head_width"])
+    model = official_class(official_mar, sizes, args.steps)
     ck = torch.load(args.checkpoint, map_location="cpu")
     model.load_state_dict(ck["model_ema"], strict=True)
     return model, (lambda tokens: tokens), len(man["classes"])

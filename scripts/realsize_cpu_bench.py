@@ -151,7 +151,8 @@ def main():
           f"num_iter {args.num_iter}, {args.steps} diffusion steps; {args.reps} alternated repetition(s), medians.", ""]
     md += TABLE_HEADER
     gflops_rows, int8_rows = [], []
-    for threads in [int(t) for t in args.threads.split(",")]:
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    for threads in thread_counts:
         for batch in [int(b) for b in args.batches.split(",")]:
             for cfg in [float(c) for c in args.cfgs.split(",")]:
                 res = side_by_side(args, real_suite(args), threads, batch, cfg, log, int8=args.int8)
@@ -177,7 +178,7 @@ def main():
                "official fp32 runs:", "", "| precision " + TABLE_HEADER[0], "|---" + TABLE_HEADER[1]] + int8_rows
     if args.gemm:
         md += [""]
-        for threads in [int(t) for t in args.threads.split(",")]:
+        for threads in thread_counts:
             cmd = [args.marspec, "bench", "--parts", "--json", "--images", "1", "--rounds", "1", "--num-iter", "2", "--steps", "1",
                    "--threads", str(threads), "--gemm", args.gemm]
             gm = run_json(cmd, thread_env(threads))["gemm"]
@@ -187,7 +188,7 @@ def main():
         md += ["", "ONNX Runtime tuning, marspec alone, batch 1, CFG 1, alternated:", "",
                "| threads | tuning | img/s | transformer ms | head step ms | decode ms |", "|---|---|---|---|---|---|"]
         tunings = [t.strip() for t in args.tunings.split(";")]
-        for threads in [int(t) for t in args.threads.split(",")]:
+        for threads in thread_counts:
             res = {t: [] for t in tunings}
             for rep in range(args.reps):
                 for t in tunings:
