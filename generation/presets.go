@@ -9,13 +9,21 @@ type Preset struct {
 	NumIter   int // target/draft modes; 0 = one token per step
 	Steps     int // diffusion steps; 0 = the pack's
 	StepsLate int // diffusion steps of the last AR step (annealing); 0 = off
+	// Sampler and Eta choose the head sampler ("" = ddpm; Eta nil = the sampler's default).
+	// Steps go with the sampler: a request naming another sampler gets the pack's steps.
+	Sampler string
+	Eta     *float64
 	// FinalStepNoise gives the last diffusion step its variance, as every frontier
 	// configuration was measured (docs/FRONTIER.md); false leaves the request's default.
 	FinalStepNoise bool
-	Gamma          string // spec mode
-	Verify         string
-	Acceptance     string
-	About          string
+	// Fallback is the preset a request runs with instead when this one's settings do not fit
+	// it or its pack (a pack without a distilled head, a temperature the distilled head cannot
+	// scale); the plan then names the fallback. "" = such a request is refused.
+	Fallback   string
+	Gamma      string // spec mode
+	Verify     string
+	Acceptance string
+	About      string
 }
 
 // Presets is the one table of named presets, chosen from the speed/quality frontier measured

@@ -7,6 +7,7 @@ import (
 
 	"marspec/api"
 	"marspec/arsampler"
+	"marspec/diffusion"
 )
 
 // The settings only the CLI and offline runs give (self-drafting, the lossy knobs, annealing)
@@ -154,5 +155,53 @@ func TestPresetSteps(t *testing.T) {
 	}
 	if _, err := Validate(req(func(r *api.GenerateRequest) { r.Steps = i(2) }), cat); Field(err) != "preset" || !strings.Contains(err.Error(), "steps_late 4") {
 		t.Fatalf("late steps above explicit steps: %v", err)
+	}
+}
+
+// A preset's sampler and eta reach the plan unless the request names a sampler (which then
+// gets the pack's steps, not the preset's); a request the preset's distilled head cannot run
+// (no head in the pack, a temperature it cannot scale, guidance above its training) runs the
+// preset's fallback, named in the plan; one the fallback cannot run either keeps its error.
+func TestPresetSamplerAndFallback(t *testing.T) {
+	one := 1.0
+	Presets["test-distilled"] = Preset{Mode: ModeTarget, NumIter: 3, Steps: 2, Sampler: "distilled", FinalStepNoise: true, Fallback: "test-ddim"}
+	Presets["test-ddim"] = Preset{Mode: ModeTarget, NumIter: 3, Steps: 5, Sampler: "ddim", Eta: &one, FinalStepNoise: true}
+	defer delete(Presets, "test-distilled")
+	defer delete(Presets, "test-ddim")
+	req := func(edit func(*api.GenerateRequest)) api.GenerateRequest {
+		r := api.GenerateRequest{Class: api.Classes{"0"}, Preset: "test-distilled"}
+		if edit != nil {
+			edit(&r)
+		}
+		return r
+	}
+	_, withHead := TestModelsWithDistilled()
+	p, err := Validate(req(nil), withHead)
+	if err != nil || p.Preset != "test-distilled" || p.Options.Sampler != diffusion.Distilled || p.Options.Steps != 2 || p.Options.NumIter != 3 {
+		t.Fatalf("distilled preset on a pack with the head: %s %+v %v", p.Preset, p.Options, err)
+	}
+	if p, err := Validate(req(func(r *api.GenerateRequest) { r.Sampler = "ddim" }), withHead); err != nil ||
+		p.Options.Sampler != diffusion.DDIM || p.Options.Steps != withHead.Target.Diffusion.SamplingSteps || p.Options.Eta != 0 {
+		t.Fatalf("an explicit sampler must take the pack's steps and eta, not the preset's: %+v %v", p.Options, err)
+	}
+	_, noHead := TestModels()
+	for name, c := range map[string]struct {
+		cat  Catalog
+		edit func(*api.GenerateRequest)
+	}{
+		"pack without a distilled head": {noHead, nil},
+		"temperature 0.9":               {withHead, func(r *api.GenerateRequest) { v := 0.9; r.Temperature = &v }},
+		"cfg 5":                         {withHead, func(r *api.GenerateRequest) { v := 5.0; r.CFG = &v }},
+	} {
+		p, err := Validate(req(c.edit), c.cat)
+		if err != nil || p.Preset != "test-ddim" || p.Options.Sampler != diffusion.DDIM || p.Options.Eta != 1 || p.Options.Steps != 5 {
+			t.Errorf("%s: want the fallback preset, got %s %+v %v", name, p.Preset, p.Options, err)
+		}
+	}
+	if _, err := Validate(req(func(r *api.GenerateRequest) { r.Steps = i(100000) }), withHead); Field(err) != "steps" {
+		t.Errorf("steps no preset can run must be refused as the request's own: %v", err)
+	}
+	if _, err := Validate(req(func(r *api.GenerateRequest) { r.Sampler = "distilled" }), noHead); Field(err) != "sampler" {
+		t.Errorf("an explicit distilled sampler on a pack without the head must be refused: %v", err)
 	}
 }

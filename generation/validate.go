@@ -156,6 +156,13 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	given := req
 	req = withPreset(req, pre)
 	if p.Options, err = samplingOptions(req, man, Preset{}); err != nil {
+		if pre.Fallback != "" { // e.g. a pack without the preset's distilled head
+			fallback := given
+			fallback.Preset, fallback.Mode = pre.Fallback, ""
+			if fp, ferr := ValidateRequest(fallback, cat); ferr == nil {
+				return fp, nil
+			}
+		}
 		var fe *FieldError
 		if preset != "" && errors.As(err, &fe) && samplingFieldUnset(given, fe.Field) {
 			return p, fieldErr("preset", preset, "another preset, or set "+fe.Field+" explicitly",
@@ -211,7 +218,16 @@ func withPreset(req Request, pre Preset) Request {
 		v := pre.NumIter
 		req.NumIter = &v
 	}
-	if req.Steps == nil && pre.Steps > 0 {
+	// a preset's step count belongs to its sampler: another sampler asked for gets the pack's
+	ownSampler := req.Sampler == "" || req.Sampler == pre.Sampler || (pre.Sampler == "" && req.Sampler == string(diffusion.DDPM))
+	if req.Sampler == "" && pre.Sampler != "" {
+		req.Sampler = pre.Sampler
+		if req.Eta == nil && pre.Eta != nil {
+			v := *pre.Eta
+			req.Eta = &v
+		}
+	}
+	if req.Steps == nil && pre.Steps > 0 && ownSampler {
 		v := pre.Steps
 		req.Steps = &v
 	}
@@ -236,6 +252,10 @@ func samplingFieldUnset(req Request, field string) bool {
 		return req.Steps == nil
 	case "steps_late":
 		return req.StepsLate == nil
+	case "sampler":
+		return req.Sampler == ""
+	case "eta":
+		return req.Eta == nil
 	}
 	return false
 }

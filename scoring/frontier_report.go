@@ -160,13 +160,18 @@ func shortConfig(c string) string {
 	return r.Replace(c)
 }
 
-// Replot writes a finished run's table and plot again from its frontier.json, with
-// this version's rules and pictures, without the run's images: the way docs/frontier/ is
-// redrawn, and a run is re-read after marspec changes how it marks or draws the frontier.
-func Replot(dir string, w io.Writer) error {
+// frontierRun is a finished frontier run as its frontier.json holds it.
+type frontierRun struct {
+	dir       string
+	settings  FrontierSettings
+	rows      []frontierRow
+	evaluator string
+}
+
+func readFrontierRun(dir string) (frontierRun, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "frontier.json"))
 	if err != nil {
-		return fmt.Errorf("--replot %s: %w (the folder of a finished frontier run)", dir, err)
+		return frontierRun{}, fmt.Errorf("%s: %w (the folder of a finished frontier run)", dir, err)
 	}
 	var rep struct {
 		Settings  FrontierSettings `json:"settings"`
@@ -174,15 +179,25 @@ func Replot(dir string, w io.Writer) error {
 		Evaluator string           `json:"evaluator"`
 	}
 	if err := json.Unmarshal(data, &rep); err != nil {
-		return fmt.Errorf("--replot %s: frontier.json: %w", dir, err)
+		return frontierRun{}, fmt.Errorf("%s: frontier.json: %w", dir, err)
 	}
-	rows := rep.Results
-	if len(rows) < 2 || !rows[len(rows)-1].ReferenceFloor {
-		return fmt.Errorf("--replot %s: frontier.json must end with the reference's second sample (reference_second_sample true), as frontier writes it", dir)
+	if len(rep.Results) < 2 || !rep.Results[len(rep.Results)-1].ReferenceFloor {
+		return frontierRun{}, fmt.Errorf("%s: frontier.json must end with the reference's second sample (reference_second_sample true), as frontier writes it", dir)
 	}
-	second := len(rows) - 1
-	markFrontier(rows[:second], rep.Settings)
-	return writeFrontierReport(dir, rep.Settings, rows, rep.Evaluator, w)
+	return frontierRun{dir, rep.Settings, rep.Results, rep.Evaluator}, nil
+}
+
+// Replot writes a finished run's table and plot again from its frontier.json, with
+// this version's rules and pictures, without the run's images: the way docs/frontier/ is
+// redrawn, and a run is re-read after marspec changes how it marks or draws the frontier.
+func Replot(dir string, w io.Writer) error {
+	run, err := readFrontierRun(dir)
+	if err != nil {
+		return fmt.Errorf("--replot %w", err)
+	}
+	rows := run.rows
+	markFrontier(rows[:len(rows)-1], run.settings)
+	return writeFrontierReport(dir, run.settings, rows, run.evaluator, w)
 }
 
 // writeFrontierReport writes frontier.json, frontier.png and frontier.md of rows (the last

@@ -35,11 +35,19 @@ func runFrontier(args []string) error {
 	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded Fashion-MNIST test set)")
 	quiet := addQuietFlag(fs)
 	replot := fs.String("replot", "", "a finished run's folder: write its table and plot again from its frontier.json (no images needed) and stop")
+	paired := fs.String("paired", "", "finished runs of one cfg at two or more seeds, comma-separated: each configuration's FID minus --reference-config's at the same seed, averaged, with the recommended preset point, and stop")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *replot != "" {
 		return scoring.Replot(*replot, os.Stdout)
+	}
+	if *paired != "" {
+		rep, err := scoring.Paired(splitList(*paired), s.Reference)
+		if err != nil {
+			return fmt.Errorf("--paired: %w", err)
+		}
+		return rep.Markdown(os.Stdout)
 	}
 	if *out == "" {
 		return fmt.Errorf("--out is required (the run folder)")

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 18 part 3: the paired frontier with the head samplers, step counts and the distilled
+# head (docs/FRONTIER.md, "Head samplers and the distilled head on the frontier"). Four frontier
+# runs, N images per configuration, CFG 1 and 3, seeds 1 and 2, two at a time (one per core):
+#   seed 1: every configuration plus the one-token-per-step target, which is also sampled again
+#           at seed 2 (the paired reference of the seed-2 runs and the noise floor);
+#   seed 2: every configuration but the target, with `fast` sampled again at seed 3.
+# Then the head's share per sampler (bench --profile --samplers) at CFG 1 and 3.
+# One ONNX thread per process, nice 19.
+# usage: make build && bash scripts/frontier_samplers.sh [N=2000] [OUT=runs/frontier-samplers]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n="${1:-2000}"; out="${2:-runs/frontier-samplers}"
+fast=target:num_iter=4:steps=25
+configs="$fast,target:num_iter=4,target:num_iter=7,\
+target:num_iter=4:steps=25:sampler=ddim:eta=1,target:num_iter=4:steps=10:sampler=ddim:eta=1,\
+target:num_iter=7:steps=10:sampler=ddim:eta=1,target:num_iter=4:steps=10:sampler=ddim:eta=0,\
+target:num_iter=4:steps=10:sampler=dpmpp-2m,target:num_iter=4:steps=10:sampler=dpmpp-2m-sde,\
+target:num_iter=4:steps=1:sampler=distilled,target:num_iter=4:steps=2:sampler=distilled,\
+target:num_iter=4:steps=4:sampler=distilled,target:num_iter=7:steps=2:sampler=distilled,\
+target:num_iter=3:steps=10:sampler=ddim:eta=1,target:num_iter=3:steps=1:sampler=distilled,\
+target:num_iter=3:steps=2:sampler=distilled,target:num_iter=2:steps=1:sampler=distilled"
+mkdir -p "$out"
+run() { # cfg seed
+  local cfg=$1 seed=$2 ref extra=""
+  if [ "$seed" = 1 ]; then ref=target; extra=",target"; else ref=$fast; fi
+  nice -n 19 ./bin/marspec frontier --out "$out/cfg$cfg-seed$seed" --n "$n" --cfg "$cfg" --seed "$seed" \
+    --threads 1 --reference-config "$ref" --configs "$configs$extra" >"$out/cfg$cfg-seed$seed.log" 2>&1
+}
+(run 3 1; run 1 2) & lane_a=$!
+(run 1 1; run 3 2) & lane_b=$!
+wait $lane_a $lane_b
+for cfg in 1 3; do
+  nice -n 19 ./bin/marspec bench --profile --threads 1 --images 100 --num-iter 4 --cfg "$cfg" --rounds 3 \
+    --samplers ddpm:25,ddpm:50,ddim:25:1,ddim:10:1,ddim:10:0,dpmpp-2m:10,distilled:1,distilled:2,distilled:4 \
+    | tee "$out/profile-cfg$cfg.txt"
+done
