@@ -228,6 +228,10 @@ type Model struct {
 	Image    [3]int   `json:"image"` // height, width, channels
 	Presets  []string `json:"presets,omitempty"`
 	MaxImage int      `json:"max_images_per_request,omitempty"`
+	// Samplers are the head samplers this pack runs: the training-free ones, and distilled
+	// when it carries a distilled head, with the step counts that head was trained for.
+	Samplers       []string `json:"samplers,omitempty"`
+	DistilledSteps []int    `json:"distilled_steps,omitempty"`
 }
 
 // Models lists the packs and presets.

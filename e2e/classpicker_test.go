@@ -108,11 +108,19 @@ func TestClassSearch(t *testing.T) {
 	// the job asks for what was picked
 	setValue(t, b, "#f-n", "1")
 	setValue(t, b, "#f-mode", "target")
+	if got := eval[[]string](t, b, `[...document.querySelectorAll("#f-sampler option")].map(o => o.value)`); !slices.Equal(got, []string{"", "ddpm", "ddim", "dpmpp-2m", "dpmpp-2m-sde"}) {
+		t.Errorf("sampler choices %q; want the default and the pack's four training-free samplers", got)
+	}
+	setValue(t, b, "#f-sampler", "ddim")
+	setValue(t, b, "#f-eta", "1")
 	b.do(t, "submitting", chromedp.Click(chromedp.CSS("#gen-submit")))
 	b.waitFor(t, "the job to finish", `["succeeded", "failed", "cancelled"].includes(document.querySelector("#live").dataset.status)`, time.Minute)
 	g := getGeneration(t, ts.URL, eval[string](t, b, `document.querySelector("#live").dataset.job`))
 	if g.Status != api.StatusSucceeded || !slices.Equal(g.Settings.Classes, []int{0, 281, 282}) || len(g.Images) != 3 || g.Images[2].ClassName != "tiger cat" {
 		t.Errorf("job %s: %s, classes %v; want succeeded with 0, 281, 282", g.ID, g.Status, g.Settings.Classes)
+	}
+	if g.Settings.Sampler != "ddim" || g.Settings.Eta != 1 {
+		t.Errorf("job %s ran sampler %q eta %g; the form asked for ddim, eta 1", g.ID, g.Settings.Sampler, g.Settings.Eta)
 	}
 	if errs := b.jsErrors(); len(errs) > 0 {
 		t.Errorf("the page threw: %v", errs)

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"marspec/api"
+	"marspec/diffusion"
 	"marspec/generation"
 	"marspec/mar"
 )
@@ -48,6 +49,15 @@ func (s *Server) models(c *gin.Context) {
 }
 
 func wireModel(role string, man *mar.Manifest, maxImages int) api.Model {
-	return api.Model{Role: role, Name: man.Name, Classes: man.Classes, SeqLen: man.SeqLen(), Steps: man.Diffusion.SamplingSteps,
+	m := api.Model{Role: role, Name: man.Name, Classes: man.Classes, SeqLen: man.SeqLen(), Steps: man.Diffusion.SamplingSteps,
 		Image: [3]int{man.Image.Height, man.Image.Width, man.Image.Channels}, MaxImage: maxImages}
+	for _, s := range diffusion.Samplers {
+		if s != diffusion.Distilled || man.DistilledHead != nil {
+			m.Samplers = append(m.Samplers, string(s))
+		}
+	}
+	if man.DistilledHead != nil {
+		m.DistilledSteps = man.DistilledHead.Steps
+	}
+	return m
 }

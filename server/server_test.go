@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"marspec/generation"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,6 +235,10 @@ func TestModelsHealthReadyMetricsOpenAPIAndUI(t *testing.T) {
 	if err != nil || len(m.Models) != 2 || m.Models[0].Role != "target" || len(m.Models[0].Classes) != 3 || len(m.Presets) == 0 || len(m.Modes) != 3 {
 		t.Fatalf("models: %+v %v", m, err)
 	}
+	// the test target has no distilled head: its samplers are the training-free ones
+	if got := m.Models[0].Samplers; !slices.Equal(got, []string{"ddpm", "ddim", "dpmpp-2m", "dpmpp-2m-sde"}) || m.Models[0].DistilledSteps != nil {
+		t.Errorf("target samplers %v, distilled steps %v", got, m.Models[0].DistilledSteps)
+	}
 	if err := ts.client.Health(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -456,5 +462,14 @@ func TestJobGrid(t *testing.T) {
 	}
 	if a := ts.call(t, "GET", "/v1/generations/00000000-0000-4000-8000-000000000000/grid.png", ""); a.code != 404 {
 		t.Errorf("grid of an unknown job: %d %s", a.code, a.body)
+	}
+}
+
+// A pack with a distilled head lists it among its samplers, with the step counts it runs.
+func TestModelListsDistilledHead(t *testing.T) {
+	_, cat := generation.TestModelsWithDistilled()
+	m := wireModel("target", cat.Target, 0)
+	if !slices.Contains(m.Samplers, "distilled") || !slices.Equal(m.DistilledSteps, []int{1, 2, 4}) {
+		t.Errorf("samplers %v, distilled steps %v; want distilled with 1, 2, 4", m.Samplers, m.DistilledSteps)
 	}
 }

@@ -32,6 +32,10 @@ async function start() {
   const def = $("#f-preset").querySelector('option[value=""]');
   def.textContent = app.models.default_preset ? `default (${app.models.default_preset})` : "default (speculative)";
   def.title = about[app.models.default_preset] || "";
+  for (const s of (target && target.samplers) || []) {
+    const steps = s === "distilled" && target.distilled_steps ? ` (steps ${target.distilled_steps.join(", ")})` : "";
+    $("#f-sampler").appendChild(el("option", { value: s }, s + steps));
+  }
   for (const m of app.models.modes || []) {
     $("#f-mode").appendChild(el("option", { value: m }, m));
     $("#g-mode").appendChild(el("option", { value: m }, m));
