@@ -35,6 +35,7 @@ type PairedReport struct {
 	Noise     float64     `json:"noise_floor"` // mean two-sample FID of the reference against its second sample
 	Rows      []PairedRow `json:"rows"`
 	Best      string      `json:"recommended,omitempty"`
+	SpeedFrom []string    `json:"speed_runs,omitempty"` // the runs speeds come from, when not the FID runs
 }
 
 // Paired reads finished frontier runs of one CFG, temperature and N at two or more seeds and
@@ -44,7 +45,11 @@ type PairedReport struct {
 // again). The noise floor is the reference's two-sample FID; a configuration is within noise
 // when its mean paired difference is at most the floor, and the recommended one is the
 // fastest Pareto row within noise (speed against mean paired FID), the rule of the defaults.
-func Paired(dirs []string, reference string) (*PairedReport, error) {
+//
+// speedDirs, when given, are the only source of speeds: runs of the same cfg, temperature and
+// target at any N and seed, made on a quiet machine, where the FID runs shared it with other
+// work (their chunks interleave, but a burst of load still falls unevenly on configurations).
+func Paired(dirs, speedDirs []string, reference string) (*PairedReport, error) {
 	if len(dirs) < 2 {
 		return nil, fmt.Errorf("--paired needs two or more run folders (one per seed), got %d", len(dirs))
 	}
@@ -59,7 +64,21 @@ func Paired(dirs []string, reference string) (*PairedReport, error) {
 			return nil, fmt.Errorf("%s and %s differ in cfg, temperature, n or target pack: a paired report compares one setting at several seeds", runs[0].dir, r.dir)
 		}
 	}
-	rep := &PairedReport{Reference: reference, CFG: runs[0].settings.CFG, N: runs[0].settings.N}
+	speedRuns := runs
+	if len(speedDirs) > 0 {
+		speedRuns = make([]frontierRun, len(speedDirs))
+		for i, d := range speedDirs {
+			r, err := readFrontierRun(d)
+			if err != nil {
+				return nil, err
+			}
+			if a, b := runs[0].settings, r.settings; a.CFG != b.CFG || a.Temperature != b.Temperature || a.Target != b.Target {
+				return nil, fmt.Errorf("speed run %s differs from %s in cfg, temperature or target pack", r.dir, runs[0].dir)
+			}
+			speedRuns[i] = r
+		}
+	}
+	rep := &PairedReport{Reference: reference, CFG: runs[0].settings.CFG, N: runs[0].settings.N, SpeedFrom: speedDirs}
 	refFID := map[uint64]float64{}
 	var floors []float64
 	for _, r := range runs {
@@ -96,7 +115,6 @@ func Paired(dirs []string, reference string) (*PairedReport, error) {
 
 	index := map[string]int{}
 	for _, r := range runs {
-		ref := slices.IndexFunc(r.rows, func(x frontierRow) bool { return x.Config == reference })
 		for _, row := range r.rows {
 			if row.ReferenceFloor {
 				continue
@@ -110,9 +128,17 @@ func Paired(dirs []string, reference string) (*PairedReport, error) {
 			p := &rep.Rows[i]
 			p.FID[r.settings.Seed] = row.FID
 			p.Paired[r.settings.Seed] = row.FID - refFID[r.settings.Seed]
-			if ref >= 0 && r.rows[ref].ImagesPerSec > 0 {
-				p.Speedup += row.ImagesPerSec / r.rows[ref].ImagesPerSec
-				p.SpeedRuns++
+		}
+	}
+	for _, r := range speedRuns {
+		ref := slices.IndexFunc(r.rows, func(x frontierRow) bool { return x.Config == reference })
+		if ref < 0 || r.rows[ref].ImagesPerSec <= 0 {
+			continue
+		}
+		for _, row := range r.rows {
+			if i, ok := index[row.Config]; ok && !row.ReferenceFloor {
+				rep.Rows[i].Speedup += row.ImagesPerSec / r.rows[ref].ImagesPerSec
+				rep.Rows[i].SpeedRuns++
 			}
 		}
 	}
@@ -161,8 +187,12 @@ func markPaired(rep *PairedReport) {
 // Markdown writes the report as a table, then the recommendation.
 func (rep *PairedReport) Markdown(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "N = %d per configuration, cfg %g, seeds %v; paired = FID minus %q's FID at the same seed; noise floor %.2f\n\n",
+	fmt.Fprintf(&b, "N = %d per configuration, cfg %g, seeds %v; paired = FID minus %q's FID at the same seed; noise floor %.2f\n",
 		rep.N, rep.CFG, rep.Seeds, rep.Reference, rep.Noise)
+	if len(rep.SpeedFrom) > 0 {
+		fmt.Fprintf(&b, "speeds from %s only\n", strings.Join(rep.SpeedFrom, ", "))
+	}
+	b.WriteString("\n")
 	b.WriteString("| configuration | speed vs reference |")
 	for _, s := range rep.Seeds {
 		fmt.Fprintf(&b, " FID seed %d |", s)

@@ -47,7 +47,7 @@ func TestPairedAcrossSeeds(t *testing.T) {
 		fakeRow{config: "fastest", fid: 42, speed: 75},
 		fakeRow{config: "good", fid: 36, speed: 33},
 		fakeRow{config: "fast (seed 3)", fid: 39, speed: 42, secondOfRef: true})
-	rep, err := Paired([]string{s2, s1}, "target")
+	rep, err := Paired([]string{s2, s1}, nil, "target")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +97,47 @@ func TestPairedRefusals(t *testing.T) {
 		{[]string{s1, cfg3}, "differ in cfg"},
 		{[]string{s1, t.TempDir()}, "frontier.json"},
 	} {
-		if _, err := Paired(c.dirs, "target"); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := Paired(c.dirs, nil, "target"); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error saying %q", c.dirs, err, c.want)
 		}
+	}
+}
+
+// Speed runs replace the FID runs' speeds: at any N and seed, of the same cfg, their ratios to
+// the reference are the only ones averaged; FIDs and the recommendation still follow the pairs.
+func TestPairedSpeedRuns(t *testing.T) {
+	s1 := writeFakeRun(t, 1, 2, 1, "target",
+		fakeRow{config: "target", fid: 40, speed: 5, twoSample: 1.0},
+		fakeRow{config: "fast", fid: 40.5, speed: 40},
+		fakeRow{config: "target (seed 2)", fid: 38, speed: 5, secondOfRef: true})
+	s2 := writeFakeRun(t, 2, 3, 1, "fast", fakeRow{config: "fast", fid: 38.5, speed: 42, twoSample: 2},
+		fakeRow{config: "fast (seed 3)", fid: 39, speed: 42, secondOfRef: true})
+	quiet := writeFakeRun(t, 7, 8, 1, "target",
+		fakeRow{config: "target", fid: 45, speed: 10, twoSample: 3},
+		fakeRow{config: "fast", fid: 47, speed: 60},
+		fakeRow{config: "unmeasured", fid: 47, speed: 90},
+		fakeRow{config: "target (seed 8)", fid: 44, speed: 10, secondOfRef: true})
+	rep, err := Paired([]string{s1, s2}, []string{quiet}, "target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Rows {
+		if r.Config == "unmeasured" {
+			t.Errorf("a configuration only in the speed run must not be reported: %+v", r)
+		}
+		if r.Config == "fast" && (r.Speedup != 6 || r.SpeedRuns != 1 || *r.MeanPaired != 0.5) {
+			t.Errorf("fast: %+v, want 6x from the speed run alone and the pairs' mean +0.5", r)
+		}
+	}
+	if rep.Noise != 1 || rep.Best != "fast" {
+		t.Errorf("noise %v, recommended %q: the FID runs' floor (1) and fast", rep.Noise, rep.Best)
+	}
+	var md strings.Builder
+	if err := rep.Markdown(&md); err != nil || !strings.Contains(md.String(), "speeds from "+quiet+" only") {
+		t.Errorf("the report must name where its speeds come from:\n%s", md.String())
+	}
+	cfg3 := writeFakeRun(t, 7, 8, 3, "target", fakeRow{config: "target", fid: 40, speed: 5, twoSample: 1}, fakeRow{config: "target (seed 8)", fid: 38, secondOfRef: true})
+	if _, err := Paired([]string{s1, s2}, []string{cfg3}, "target"); err == nil || !strings.Contains(err.Error(), "differs from") {
+		t.Errorf("a speed run at another cfg: %v", err)
 	}
 }

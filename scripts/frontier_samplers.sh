@@ -5,12 +5,16 @@
 #   seed 1: every configuration plus the one-token-per-step target, which is also sampled again
 #           at seed 2 (the paired reference of the seed-2 runs and the noise floor);
 #   seed 2: every configuration but the target, with `fast` sampled again at seed 3.
-# Then the head's share per sampler (bench --profile --samplers) at CFG 1 and 3.
-# One ONNX thread per process, nice 19.
-# usage: make build && bash scripts/frontier_samplers.sh [N=2000] [OUT=runs/frontier-samplers]
+# Then the head's share per sampler (bench --profile --samplers) at CFG 1 and 3; then the speeds
+# again on the machine left quiet (N_SPEED images per configuration, seed 7, both CFGs at once,
+# one per core): a frontier run's chunks interleave, but a burst of other work during the long
+# FID runs still falls unevenly on configurations; then the paired reports, FIDs from the four
+# FID runs and speeds from the quiet runs alone.
+# One ONNX thread per process, nice 19 for the FID runs.
+# usage: make build && bash scripts/frontier_samplers.sh [N=2000] [OUT=runs/frontier-samplers] [N_SPEED=640]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-n="${1:-2000}"; out="${2:-runs/frontier-samplers}"
+n="${1:-2000}"; out="${2:-runs/frontier-samplers}"; n_speed="${3:-640}"
 fast=target:num_iter=4:steps=25
 configs="$fast,target:num_iter=4,target:num_iter=7,\
 target:num_iter=4:steps=25:sampler=ddim:eta=1,target:num_iter=4:steps=10:sampler=ddim:eta=1,\
@@ -19,7 +23,8 @@ target:num_iter=4:steps=10:sampler=dpmpp-2m,target:num_iter=4:steps=10:sampler=d
 target:num_iter=4:steps=1:sampler=distilled,target:num_iter=4:steps=2:sampler=distilled,\
 target:num_iter=4:steps=4:sampler=distilled,target:num_iter=7:steps=2:sampler=distilled,\
 target:num_iter=3:steps=10:sampler=ddim:eta=1,target:num_iter=3:steps=1:sampler=distilled,\
-target:num_iter=3:steps=2:sampler=distilled,target:num_iter=2:steps=1:sampler=distilled"
+target:num_iter=3:steps=2:sampler=distilled,target:num_iter=3:steps=4:sampler=distilled,\
+target:num_iter=2:steps=1:sampler=distilled,target:num_iter=2:steps=2:sampler=distilled"
 mkdir -p "$out"
 run() { # cfg seed
   local cfg=$1 seed=$2 ref extra=""
@@ -34,4 +39,13 @@ for cfg in 1 3; do
   nice -n 19 ./bin/marspec bench --profile --threads 1 --images 100 --num-iter 4 --cfg "$cfg" --rounds 3 \
     --samplers ddpm:25,ddpm:50,ddim:25:1,ddim:10:1,ddim:10:0,dpmpp-2m:10,distilled:1,distilled:2,distilled:4 \
     | tee "$out/profile-cfg$cfg.txt"
+done
+speed() { # cfg
+  ./bin/marspec frontier --out "$out/speed-cfg$1" --n "$n_speed" --cfg "$1" --seed 7 --threads 1 \
+    --reference-config target --configs "$configs,target" >"$out/speed-cfg$1.log" 2>&1
+}
+speed 1 & speed 3 & wait
+for cfg in 1 3; do
+  ./bin/marspec frontier --paired "$out/cfg$cfg-seed1,$out/cfg$cfg-seed2" --paired-speed "$out/speed-cfg$cfg" \
+    --reference-config target | tee "$out/paired-cfg$cfg.md"
 done

@@ -36,6 +36,7 @@ func runFrontier(args []string) error {
 	quiet := addQuietFlag(fs)
 	replot := fs.String("replot", "", "a finished run's folder: write its table and plot again from its frontier.json (no images needed) and stop")
 	paired := fs.String("paired", "", "finished runs of one cfg at two or more seeds, comma-separated: each configuration's FID minus --reference-config's at the same seed, averaged, with the recommended preset point, and stop")
+	pairedSpeed := fs.String("paired-speed", "", "with --paired: runs of the same cfg (any n, any seed) to take the speeds from instead, e.g. made on a quiet machine; comma-separated")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -43,7 +44,7 @@ func runFrontier(args []string) error {
 		return scoring.Replot(*replot, os.Stdout)
 	}
 	if *paired != "" {
-		rep, err := scoring.Paired(splitList(*paired), s.Reference)
+		rep, err := scoring.Paired(splitList(*paired), splitList(*pairedSpeed), s.Reference)
 		if err != nil {
 			return fmt.Errorf("--paired: %w", err)
 		}
