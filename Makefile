@@ -43,10 +43,11 @@ train:
 	cd scripts && nohup $(PY) train.py --preset target --minutes 45 --threads 1 --out ../runs/target > ../runs/target.out 2>&1 &
 	cd scripts && nohup $(PY) train.py --preset draft --minutes 30 --threads 1 --seed 1 --out ../runs/draft > ../runs/draft.out 2>&1 &
 
-# By hand: a draft distilled from the target's samples (30,000 images from the fast preset,
-# then the draft's own recipe: 30 min, one thread), exported beside the default (docs/models.md).
+# By hand: a draft distilled from the target's samples (30,000 images at 4 AR steps and 25 ddpm
+# steps, the fast preset when it was made; then the draft's own recipe: 30 min, one thread),
+# exported beside the default (docs/models.md).
 distill: setup build
-	for s in 1 2 3; do ./bin/marspec generate --preset fast --class all --n 1000 --seed 10$$s --grid none --overwrite --out runs/distill/data$$s; done
+	for s in 1 2 3; do ./bin/marspec generate --mode target --num-iter 4 --steps 25 --final-step-noise --class all --n 1000 --seed 10$$s --grid none --overwrite --out runs/distill/data$$s; done
 	cd scripts && $(PY) train.py --preset draft --minutes 30 --threads 1 --seed 1 --data ../runs/distill/data1,../runs/distill/data2,../runs/distill/data3 --out ../runs/distill/ckpt > ../runs/distill/train.out 2>&1
 	cd scripts && $(PY) export.py --ckpt ../runs/distill/ckpt/checkpoint-last.pth --name fmnist-draft-distilled --out ../runs/distill/pack
 

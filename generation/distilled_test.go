@@ -21,7 +21,7 @@ func TestValidateDistilled(t *testing.T) {
 	}{
 		{"untrained step count", "steps", "1, 2, 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(3)}},
 		{"pack default steps", "steps", "1, 2, 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d}},
-		{"preset's steps", "preset", "set steps explicitly", api.GenerateRequest{Preset: "fast", Sampler: d}},
+		{"preset's steps", "preset", "set steps explicitly", api.GenerateRequest{Preset: "quality", Sampler: d}},
 		{"temperature", "temperature", "1 with sampler distilled", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), Temperature: f64(0.9)}},
 		{"cfg above the trained range", "cfg", "1 to 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), CFG: f64(4.5)}},
 		{"annealing", "steps_late", "0", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), StepsLate: i(2)}},

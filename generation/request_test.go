@@ -205,3 +205,39 @@ func TestPresetSamplerAndFallback(t *testing.T) {
 		t.Errorf("an explicit distilled sampler on a pack without the head must be refused: %v", err)
 	}
 }
+
+// Every preset runs on a pack without a distilled head (itself or through its fallback, which
+// must exist and not need the head), and the default request runs the head where the pack has
+// one: the default must serve any pack, not only the embedded target.
+func TestPresetsRunOnEveryPack(t *testing.T) {
+	_, noHead := TestModels()
+	_, withHead := TestModelsWithDistilled()
+	for _, name := range PresetNames() {
+		pre := Presets[name]
+		if pre.Fallback != "" {
+			fb, ok := Presets[pre.Fallback]
+			if !ok || fb.Sampler == string(diffusion.Distilled) || fb.Fallback != "" {
+				t.Errorf("preset %s falls back to %q: want an existing preset that needs no distilled head and has no fallback of its own", name, pre.Fallback)
+			}
+		}
+		if pre.Mode == ModeSpec {
+			continue
+		}
+		for pack, cat := range map[string]Catalog{"without the head": noHead, "with the head": withHead} {
+			if _, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: name}, cat); err != nil {
+				t.Errorf("preset %s on a pack %s: %v", name, pack, err)
+			}
+		}
+	}
+	p, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}}, withHead)
+	def := Presets[DefaultPreset]
+	if err != nil || p.Preset != DefaultPreset || string(p.Options.Sampler) != def.Sampler && def.Sampler != "" {
+		t.Errorf("default request on the pack with the head: preset %q sampler %q (%v), want %s's own", p.Preset, p.Options.Sampler, err, DefaultPreset)
+	}
+	if def.Fallback != "" {
+		p, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}}, noHead)
+		if err != nil || p.Preset != def.Fallback {
+			t.Errorf("default request on a pack without the head: preset %q (%v), want the fallback %s", p.Preset, err, def.Fallback)
+		}
+	}
+}
