@@ -155,7 +155,7 @@ func plotFrontier(path string, s FrontierSettings, rows []frontierRow) error {
 // shortConfig is a configuration's label on the plot: target:num_iter=7:anneal=10 becomes
 // "it7 anneal10", spec:verify=group:acceptance=exact:gamma=4 "spec group exact g4".
 func shortConfig(c string) string {
-	r := strings.NewReplacer("target:", "", "num_iter=", "it", "verify=", "", "acceptance=", "",
+	r := strings.NewReplacer("target:", "", "num_iter=", "it", "sampler=", "", "eta=", "eta", "verify=", "", "acceptance=", "",
 		"gamma=", "g", "draft=", "draft ", "rejection=", "rej ", "tolerance=", "tol ", "steps=", "s", "=", "", ":", " ")
 	return r.Replace(c)
 }

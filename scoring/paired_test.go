@@ -132,6 +132,13 @@ func TestPairedSpeedRuns(t *testing.T) {
 	if rep.Noise != 1 || rep.Best != "fast" {
 		t.Errorf("noise %v, recommended %q: the FID runs' floor (1) and fast", rep.Noise, rep.Best)
 	}
+	png := filepath.Join(t.TempDir(), "paired.png")
+	if err := rep.Plot(png); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(png); err != nil || st.Size() < 1000 {
+		t.Errorf("plot: %v %v", st, err)
+	}
 	var md strings.Builder
 	if err := rep.Markdown(&md); err != nil || !strings.Contains(md.String(), "speeds from "+quiet+" only") {
 		t.Errorf("the report must name where its speeds come from:\n%s", md.String())

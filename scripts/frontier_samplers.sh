@@ -39,6 +39,8 @@ for cfg in 1 3; do
   nice -n 19 ./bin/marspec bench --profile --threads 1 --images 100 --num-iter 4 --cfg "$cfg" --rounds 3 \
     --samplers ddpm:25,ddpm:50,ddim:25:1,ddim:10:1,ddim:10:0,dpmpp-2m:10,distilled:1,distilled:2,distilled:4 \
     | tee "$out/profile-cfg$cfg.txt"
+  nice -n 19 ./bin/marspec bench --profile --threads 1 --images 100 --num-iter 3 --cfg "$cfg" --rounds 3 \
+    --samplers ddpm:25,ddim:10:1,ddim:25:1,distilled:1,distilled:2,distilled:4 | tee "$out/profile-it3-cfg$cfg.txt"
 done
 speed() { # cfg
   ./bin/marspec frontier --out "$out/speed-cfg$1" --n "$n_speed" --cfg "$1" --seed 7 --threads 1 \
@@ -47,5 +49,5 @@ speed() { # cfg
 speed 1 & speed 3 & wait
 for cfg in 1 3; do
   ./bin/marspec frontier --paired "$out/cfg$cfg-seed1,$out/cfg$cfg-seed2" --paired-speed "$out/speed-cfg$cfg" \
-    --reference-config target | tee "$out/paired-cfg$cfg.md"
+    --reference-config target --paired-plot "$out/paired-cfg$cfg.png" | tee "$out/paired-cfg$cfg.md"
 done

@@ -36,6 +36,7 @@ func runFrontier(args []string) error {
 	quiet := addQuietFlag(fs)
 	replot := fs.String("replot", "", "a finished run's folder: write its table and plot again from its frontier.json (no images needed) and stop")
 	paired := fs.String("paired", "", "finished runs of one cfg at two or more seeds, comma-separated: each configuration's FID minus --reference-config's at the same seed, averaged, with the recommended preset point, and stop")
+	pairedPlot := fs.String("paired-plot", "", "with --paired: also draw the report (mean paired FID against speed) into this PNG")
 	pairedSpeed := fs.String("paired-speed", "", "with --paired: runs of the same cfg (any n, any seed) to take the speeds from instead, e.g. made on a quiet machine; comma-separated")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -47,6 +48,11 @@ func runFrontier(args []string) error {
 		rep, err := scoring.Paired(splitList(*paired), splitList(*pairedSpeed), s.Reference)
 		if err != nil {
 			return fmt.Errorf("--paired: %w", err)
+		}
+		if *pairedPlot != "" {
+			if err := rep.Plot(*pairedPlot); err != nil {
+				return fmt.Errorf("--paired-plot: %w", err)
+			}
 		}
 		return rep.Markdown(os.Stdout)
 	}
