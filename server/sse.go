@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"marspec/api"
+	"marspec/store"
 )
 
 // events streams a job as Server-Sent Events: the current state first ("generation"), then
@@ -63,7 +66,7 @@ func (s *Server) events(c *gin.Context) {
 					return
 				}
 			}
-			final, err := s.view(id)
+			final, err := s.viewAfterEnd(c.Request.Context(), id)
 			if err != nil {
 				return
 			}
@@ -77,5 +80,27 @@ func (s *Server) events(c *gin.Context) {
 		case <-c.Request.Context().Done():
 			return
 		}
+	}
+}
+
+// viewAfterEnd reads a job that has just ended. With a shared database the end can arrive
+// while the database is coming back from an outage (the runner's write went through, this
+// replica's pool still holds a cut connection): a failed read is tried again for up to a lease,
+// so the stream still ends with "done" rather than closing early and looking like a shutdown.
+// A job that is gone (deleted) is not waited for.
+func (s *Server) viewAfterEnd(ctx context.Context, id string) (api.Generation, error) {
+	wait := 100 * time.Millisecond
+	give := time.Now().Add(max(s.cfg.Lease, 2*time.Second))
+	for {
+		g, err := s.view(id)
+		if err == nil || errors.Is(err, store.ErrNotFound) || time.Now().After(give) {
+			return g, err
+		}
+		select {
+		case <-ctx.Done():
+			return g, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
 }
