@@ -55,6 +55,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from ema import ema_update
 from frozen_target import load_target, sample_masks
 from mardiff import Diffusion, cosine_betas, space_timesteps
 from marmodel import FinalLayer, ResBlock, TimestepEmbedder
@@ -282,10 +283,7 @@ def train(args):
             loss.backward()
             torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
             opt.step()
-            d = min(args.ema, (1 + step) / (10 + step))  # EMA warm-up (algorithm.md §5)
-            with torch.no_grad():
-                for pe, pm in zip(ema.parameters(), student.parameters()):
-                    pe.mul_(d).add_(pm.detach(), alpha=1 - d)
+            ema_update(ema, student, step, args.ema)
             step += 1
             run_loss += loss.item()
             if step % args.log_every == 0:

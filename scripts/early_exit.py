@@ -34,6 +34,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from ema import ema_update
 from frozen_target import load_target, sample_masks
 from mardiff import Diffusion, cosine_betas, space_timesteps
 from marmodel import Block
@@ -283,10 +284,7 @@ def train(args):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(ex.parameters(), 3.0)
         opt.step()
-        d = min(args.ema, (1 + step) / (10 + step))  # EMA warm-up (algorithm.md §5)
-        with torch.no_grad():
-            for pe, pm in zip(ema.parameters(), ex.parameters()):
-                pe.mul_(d).add_(pm.detach(), alpha=1 - d)
+        ema_update(ema, ex, step, args.ema)
         step += 1
         run_loss += loss.item()
         run_e += e.mean().item()

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 import fmnist
+from ema import ema_update
 from mardiff import Diffusion, cosine_betas
 from marmodel import MAR, PRESETS
 
@@ -99,11 +100,7 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 3.0)
         opt.step()
-        # EMA with warm-up: a short run must not leave the EMA near the initialisation
-        d = min(args.ema, (1 + step) / (10 + step))
-        with torch.no_grad():
-            for pe, pm in zip(ema.parameters(), model.parameters()):
-                pe.mul_(d).add_(pm.detach(), alpha=1 - d)
+        ema_update(ema, model, step, args.ema)
         step += 1
         seen += args.batch
         run_loss += loss.item()
