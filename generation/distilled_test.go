@@ -2,7 +2,6 @@ package generation
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 
@@ -15,10 +14,7 @@ import (
 func TestValidateDistilled(t *testing.T) {
 	_, cat := TestModelsWithDistilled()
 	d := "distilled"
-	cases := []struct {
-		name, field, allowed string
-		req                  api.GenerateRequest
-	}{
+	checkFieldErrors(t, cat, []fieldCase{
 		{"untrained step count", "steps", "1, 2, 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(3)}},
 		{"pack default steps", "steps", "1, 2, 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d}},
 		{"preset's steps", "preset", "set steps explicitly", api.GenerateRequest{Preset: "quality", Sampler: d}},
@@ -28,15 +24,7 @@ func TestValidateDistilled(t *testing.T) {
 		{"eta", "eta", "ddim", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), Eta: f64(0.5)}},
 		{"spec mode", "sampler", "ddpm", api.GenerateRequest{Mode: ModeSpec, Sampler: d, Steps: i(4)}},
 		{"draft pack has none", "sampler", "ddpm, ddim", api.GenerateRequest{Mode: ModeDraft, Sampler: d, Steps: i(4)}},
-	}
-	for _, c := range cases {
-		c.req.Class, c.req.Seed = api.Classes{"0"}, u64(1)
-		_, err := Validate(c.req, cat)
-		var fe *FieldError
-		if !errors.Is(err, ErrInvalid) || !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(fe.Allowed, c.allowed) {
-			t.Errorf("%s: got %v, want a FieldError on %q allowing %q", c.name, err, c.field, c.allowed)
-		}
-	}
+	})
 	for _, ok := range []api.GenerateRequest{
 		{Mode: ModeTarget, Sampler: d, Steps: i(1)},
 		{Mode: ModeTarget, Sampler: d, Steps: i(2), CFG: f64(3)},

@@ -12,10 +12,7 @@ import (
 // Sampler settings are checked with field errors that name what is allowed.
 func TestValidateSampler(t *testing.T) {
 	_, cat := TestModels()
-	cases := []struct {
-		name, field, allowed string
-		req                  api.GenerateRequest
-	}{
+	checkFieldErrors(t, cat, []fieldCase{
 		{"unknown sampler", "sampler", "dpmpp-2m-sde", api.GenerateRequest{Mode: ModeTarget, Sampler: "euler"}},
 		{"eta above 1", "eta", "0 to 1", api.GenerateRequest{Mode: ModeTarget, Sampler: "ddim", Eta: f64(1.5)}},
 		{"eta negative", "eta", "0 to 1", api.GenerateRequest{Mode: ModeTarget, Sampler: "ddim", Eta: f64(-0.1)}},
@@ -25,15 +22,7 @@ func TestValidateSampler(t *testing.T) {
 		{"spec refuses dpmpp-2m-sde", "sampler", "ddpm", api.GenerateRequest{Mode: ModeSpec, Sampler: "dpmpp-2m-sde"}},
 		{"spec refuses ddim eta 0", "sampler", "ddpm", api.GenerateRequest{Mode: ModeSpec, Sampler: "ddim", Eta: f64(0)}},
 		{"spec refuses ddim (default eta 0)", "sampler", "ddpm", api.GenerateRequest{Mode: ModeSpec, Sampler: "ddim"}},
-	}
-	for _, c := range cases {
-		c.req.Class, c.req.Seed = api.Classes{"0"}, u64(1)
-		_, err := Validate(c.req, cat)
-		var fe *FieldError
-		if !errors.Is(err, ErrInvalid) || !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(fe.Allowed, c.allowed) {
-			t.Errorf("%s: got %v, want a FieldError on %q allowing %q", c.name, err, c.field, c.allowed)
-		}
-	}
+	})
 	for _, ok := range []api.GenerateRequest{
 		{Mode: ModeTarget, Sampler: "ddim", Eta: f64(0)},
 		{Mode: ModeTarget, Sampler: "ddim", Eta: f64(1)},
@@ -82,6 +71,25 @@ func TestSamplerRunsAndIsRecorded(t *testing.T) {
 		}
 		if !strings.Contains(p.Params(), "sampler="+c.s) || p.Settings().Sampler != c.s {
 			t.Errorf("%s: params %q / settings %q do not record it", c.s, p.Params(), p.Settings().Sampler)
+		}
+	}
+}
+
+// fieldCase is a request (class 0, seed 1 filled in) that must be refused on field, with
+// allowed in the error's list of what is allowed.
+type fieldCase struct {
+	name, field, allowed string
+	req                  api.GenerateRequest
+}
+
+func checkFieldErrors(t *testing.T, cat Catalog, cases []fieldCase) {
+	t.Helper()
+	for _, c := range cases {
+		c.req.Class, c.req.Seed = api.Classes{"0"}, u64(1)
+		_, err := Validate(c.req, cat)
+		var fe *FieldError
+		if !errors.Is(err, ErrInvalid) || !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(fe.Allowed, c.allowed) {
+			t.Errorf("%s: got %v, want a FieldError on %q allowing %q", c.name, err, c.field, c.allowed)
 		}
 	}
 }
