@@ -53,29 +53,24 @@ func Paired(dirs, speedDirs []string, reference string) (*PairedReport, error) {
 	if len(dirs) < 2 {
 		return nil, fmt.Errorf("--paired needs two or more run folders (one per seed), got %d", len(dirs))
 	}
-	runs := make([]frontierRun, len(dirs))
-	for i, d := range dirs {
-		r, err := readFrontierRun(d)
-		if err != nil {
-			return nil, err
-		}
-		runs[i] = r
-		if a, b := runs[0].settings, r.settings; a.CFG != b.CFG || a.Temperature != b.Temperature || a.N != b.N || a.Target != b.Target {
+	runs, err := readFrontierRuns(dirs)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		if !sameSetting(runs[0].settings, r.settings) || runs[0].settings.N != r.settings.N {
 			return nil, fmt.Errorf("%s and %s differ in cfg, temperature, n or target pack: a paired report compares one setting at several seeds", runs[0].dir, r.dir)
 		}
 	}
 	speedRuns := runs
 	if len(speedDirs) > 0 {
-		speedRuns = make([]frontierRun, len(speedDirs))
-		for i, d := range speedDirs {
-			r, err := readFrontierRun(d)
-			if err != nil {
-				return nil, err
-			}
-			if a, b := runs[0].settings, r.settings; a.CFG != b.CFG || a.Temperature != b.Temperature || a.Target != b.Target {
+		if speedRuns, err = readFrontierRuns(speedDirs); err != nil {
+			return nil, err
+		}
+		for _, r := range speedRuns {
+			if !sameSetting(runs[0].settings, r.settings) {
 				return nil, fmt.Errorf("speed run %s differs from %s in cfg, temperature or target pack", r.dir, runs[0].dir)
 			}
-			speedRuns[i] = r
 		}
 	}
 	rep := &PairedReport{Reference: reference, CFG: runs[0].settings.CFG, N: runs[0].settings.N, SpeedFrom: speedDirs}
@@ -158,6 +153,24 @@ func Paired(dirs, speedDirs []string, reference string) (*PairedReport, error) {
 	}
 	markPaired(rep)
 	return rep, nil
+}
+
+func readFrontierRuns(dirs []string) ([]frontierRun, error) {
+	runs := make([]frontierRun, len(dirs))
+	for i, d := range dirs {
+		r, err := readFrontierRun(d)
+		if err != nil {
+			return nil, err
+		}
+		runs[i] = r
+	}
+	return runs, nil
+}
+
+// sameSetting says whether two runs sample the same law (cfg, temperature, target pack), so
+// their FIDs pair and their speed ratios compare; N and seed may differ.
+func sameSetting(a, b FrontierSettings) bool {
+	return a.CFG == b.CFG && a.Temperature == b.Temperature && a.Target == b.Target
 }
 
 // markPaired flags the Pareto rows among those with a speed and a mean paired FID, by the
