@@ -148,7 +148,7 @@ func (h *hub) Image(id string, img generation.Image) error {
 	}
 	rec := store.Image{ID: store.ImageID(id, img.Index), JobID: id, Index: img.Index, Class: img.Class,
 		ClassName: j.plan.ClassNames[img.Index], Seconds: img.Seconds, Stats: j.plan.WireStats(img)}
-	if err := h.write(func() error { return h.s.store.AddImage(rec, png) }); err != nil {
+	if err := h.s.throughOutage(func() error { return h.s.store.AddImage(rec, png) }); err != nil {
 		return err
 	}
 	m := h.s.metrics
@@ -199,14 +199,6 @@ func (h *hub) Finished(id string, err error) {
 		h.s.metrics.latency.WithLabelValues(j.plan.Mode).Observe(now.Sub(rec.Created).Seconds())
 	}
 	close(j.done)
-}
-
-// write runs a store write; with a shared store it is retried through a short outage (replica.retry).
-func (h *hub) write(write func() error) error {
-	if h.s.rep != nil {
-		return h.s.rep.retry(write)
-	}
-	return write()
 }
 
 // finish stores a job's end: with a shared store only while this replica still owns it

@@ -176,21 +176,30 @@ func (r *replica) cancelLocal(id string) {
 	}
 }
 
-// retry runs a store write until it succeeds, for at most half the lease (the database or the
-// object store restarting): past the lease the job may be another replica's, and the write
-// fails the job with its reason (an image) or leaves the job to be claimed again (an end).
-func (r *replica) retry(write func() error) error {
+// retry runs a store call until it succeeds, for at most half the lease (the database or the
+// object store restarting): past the lease the job may be another replica's, and a write fails
+// the job with its reason (an image) or leaves the job to be claimed again (an end).
+func (r *replica) retry(call func() error) error {
 	deadline := time.Now().Add(r.lease / 2)
 	wait := 50 * time.Millisecond
 	for {
-		err := write()
+		err := call()
 		if err == nil || time.Now().Add(wait).After(deadline) || r.ctx.Err() != nil {
 			return err
 		}
-		r.s.log.Warn("store write failed; retrying", "err", err, "in", wait)
+		r.s.log.Warn("store call failed; retrying", "err", err, "in", wait)
 		time.Sleep(wait)
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// throughOutage runs a store call; with a shared store it is retried through a short outage
+// (replica.retry), where the single process's own database has no outage to wait out.
+func (s *Server) throughOutage(call func() error) error {
+	if s.rep != nil {
+		return s.rep.retry(call)
+	}
+	return call()
 }
 
 // finish records a job's end if this replica still owns it.

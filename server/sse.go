@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,8 +65,19 @@ func (s *Server) events(c *gin.Context) {
 					return
 				}
 			}
-			final, err := s.viewAfterEnd(c.Request.Context(), id)
-			if err != nil {
+			// the end can arrive while a shared database comes back from an outage (the runner's
+			// write went through, this replica's pool still holds a cut connection): the read
+			// rides it out, so the stream ends with "done" rather than closing like a shutdown
+			var final api.Generation
+			gone := false
+			err := s.throughOutage(func() (err error) {
+				final, err = s.view(id)
+				if errors.Is(err, store.ErrNotFound) { // deleted: waiting will not bring it back
+					gone, err = true, nil
+				}
+				return err
+			})
+			if err != nil || gone {
 				return
 			}
 			send(api.Event{Type: "done", Generation: &final})
@@ -80,27 +90,5 @@ func (s *Server) events(c *gin.Context) {
 		case <-c.Request.Context().Done():
 			return
 		}
-	}
-}
-
-// viewAfterEnd reads a job that has just ended. With a shared database the end can arrive
-// while the database is coming back from an outage (the runner's write went through, this
-// replica's pool still holds a cut connection): a failed read is tried again for up to a lease,
-// so the stream still ends with "done" rather than closing early and looking like a shutdown.
-// A job that is gone (deleted) is not waited for.
-func (s *Server) viewAfterEnd(ctx context.Context, id string) (api.Generation, error) {
-	wait := 100 * time.Millisecond
-	give := time.Now().Add(max(s.cfg.Lease, 2*time.Second))
-	for {
-		g, err := s.view(id)
-		if err == nil || errors.Is(err, store.ErrNotFound) || time.Now().After(give) {
-			return g, err
-		}
-		select {
-		case <-ctx.Done():
-			return g, err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
 	}
 }

@@ -4,22 +4,25 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"marspec/api"
 	"marspec/store"
+	"marspec/store/storetest"
 )
 
-// hiccupMeta fails the first reads of a job once it has ended, as a shared database does for
-// a moment after an outage (the runner's final write went through, a reader's connection is
-// still cut).
-type hiccupMeta struct {
-	store.Meta
+// hiccupPostgres fails the first reads of a job once it has ended, as a shared database does
+// for a moment after an outage (the runner's final write went through, a reader's pooled
+// connection is still cut). It embeds the PostgreSQL store itself, so the server still sees a
+// shared queue and runs as a replica.
+type hiccupPostgres struct {
+	*store.Postgres
 	mu    sync.Mutex
 	fails int
 }
 
-func (m *hiccupMeta) Job(id string) (store.Job, error) {
-	j, err := m.Meta.Job(id)
+func (m *hiccupPostgres) Job(id string) (store.Job, error) {
+	j, err := m.Postgres.Job(id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err == nil && j.Status != api.StatusQueued && j.Status != api.StatusRunning && m.fails > 0 {
@@ -29,17 +32,25 @@ func (m *hiccupMeta) Job(id string) (store.Job, error) {
 	return j, err
 }
 
-// A stream whose job ends while the store cannot be read still ends with "done" and the
-// finished job, once the store answers again: the client must not see a stream that looks cut
-// by a shutdown.
+// A replica's stream whose job ends while the shared store cannot be read still ends with
+// "done" and the finished job once the store answers again: the client must not see a stream
+// that looks cut by a shutdown.
 func TestEventsRideOutAStoreHiccupAtTheEnd(t *testing.T) {
-	dir := t.TempDir()
-	st, err := store.Open(dir)
+	pg, err := store.OpenPostgres(storetest.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := &hiccupMeta{Meta: st.Meta, fails: 3}
-	ts := startWith(t, store.New(meta, st.Blobs), dir, true, testConfig())
+	blobs, err := store.NewFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &hiccupPostgres{Postgres: pg, fails: 3}
+	cfg := testConfig()
+	cfg.Lease = 2 * time.Second // retried for half of it: 50 + 100 + 200 ms cover the three failures
+	ts := startWith(t, store.New(meta, blobs), "", true, cfg)
+	if ts.rep == nil {
+		t.Fatal("the server over PostgreSQL must run as a replica")
+	}
 	g, err := ts.client.Generate(t.Context(), api.GenerateRequest{Class: api.Classes{"1"}, N: 2, Mode: "target", Seed: seed(5)}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +67,8 @@ func TestEventsRideOutAStoreHiccupAtTheEnd(t *testing.T) {
 	if final.Status != api.StatusSucceeded || len(final.Images) != 2 {
 		t.Errorf("final %s with %d images, want succeeded with 2", final.Status, len(final.Images))
 	}
+	meta.mu.Lock()
+	defer meta.mu.Unlock()
 	if meta.fails != 0 {
 		t.Errorf("%d failures left: the stream never met the hiccup, so the test tested nothing", meta.fails)
 	}
