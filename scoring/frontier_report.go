@@ -117,39 +117,56 @@ func frontierTable(s FrontierSettings, rows []frontierRow) string {
 // plotFrontier draws FID against images/s (log x), every configuration a point, the Pareto
 // frontier a line.
 func plotFrontier(path string, s FrontierSettings, rows []frontierRow) error {
-	points := render.Series{Name: "configurations", Points: true}
-	var front []frontierRow
 	// a point far above the reference (a draft alone) would squeeze the rest into a line: it
 	// stays in the table and is named in the title instead
-	var off []string
 	limit := math.Inf(1)
 	if ref := referenceRow(rows, s); ref != nil {
 		limit = 1.5 * ref.FID
 	}
-	for _, r := range rows {
-		if r.FID > limit {
-			off = append(off, fmt.Sprintf("%s FID %.1f", shortConfig(r.Config), r.FID))
-			continue
-		}
-		points.X, points.Y = append(points.X, r.ImagesPerSec), append(points.Y, r.FID)
-		points.Labels = append(points.Labels, shortConfig(r.Config))
-		if r.Pareto {
-			front = append(front, r)
-		}
+	pts := make([]chartPoint, len(rows))
+	for i, r := range rows {
+		pts[i] = chartPoint{r.ImagesPerSec, r.FID, r.Config, r.Pareto}
 	}
-	series := []render.Series{points}
-	sort.Slice(front, func(i, j int) bool { return front[i].ImagesPerSec < front[j].ImagesPerSec })
-	line := render.Series{Name: "Pareto frontier (FID within noise)"}
-	for _, r := range front {
-		line.X, line.Y = append(line.X, r.ImagesPerSec), append(line.Y, r.FID)
-	}
-	series = append(series, line)
+	series, off := frontierSeries(pts, limit, "Pareto frontier (FID within noise)", "%s FID %.1f")
 	title := fmt.Sprintf("speed vs quality: N = %d per configuration, seed %d, cfg %g\nPareto: no other point as fast with FID at most %.2f (the noise floor) worse",
 		s.N, s.Seed, s.CFG, noiseOf(rows, s))
 	if len(off) > 0 {
 		title += "; off the chart: " + strings.Join(off, ", ")
 	}
 	return render.ChartLogX(path, title, "images/s (log)", "FID (lower is better)", series)
+}
+
+// chartPoint is one configuration on a frontier chart.
+type chartPoint struct {
+	speed, fid float64
+	config     string
+	pareto     bool
+}
+
+// frontierSeries is a frontier chart's data: every point at most limit as a labelled scatter,
+// the Pareto points as a line by speed, and the points above limit named for the title (as
+// offFormat prints a config and its value).
+func frontierSeries(pts []chartPoint, limit float64, lineName, offFormat string) ([]render.Series, []string) {
+	points := render.Series{Name: "configurations", Points: true}
+	var front []chartPoint
+	var off []string
+	for _, p := range pts {
+		if p.fid > limit {
+			off = append(off, fmt.Sprintf(offFormat, shortConfig(p.config), p.fid))
+			continue
+		}
+		points.X, points.Y = append(points.X, p.speed), append(points.Y, p.fid)
+		points.Labels = append(points.Labels, shortConfig(p.config))
+		if p.pareto {
+			front = append(front, p)
+		}
+	}
+	sort.Slice(front, func(i, j int) bool { return front[i].speed < front[j].speed })
+	line := render.Series{Name: lineName}
+	for _, p := range front {
+		line.X, line.Y = append(line.X, p.speed), append(line.Y, p.fid)
+	}
+	return []render.Series{points, line}, off
 }
 
 // shortConfig is a configuration's label on the plot: target:num_iter=7:anneal=10 becomes

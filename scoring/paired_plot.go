@@ -3,7 +3,6 @@ package scoring
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 
 	"marspec/render"
@@ -13,35 +12,23 @@ import (
 // each configuration a labelled point, the Pareto rows a line and the noise floor a level
 // line, so the recommended point reads off as the rightmost Pareto point below that line.
 func (rep *PairedReport) Plot(path string) error {
-	points := render.Series{Name: "configurations", Points: true}
-	var front []PairedRow
-	var off []string
 	// a configuration far worse than the floor (a solver that fails) would squeeze the rest
 	// into a line: it stays in the table and is named in the title instead
 	limit := math.Max(10, 10*rep.Noise)
+	var pts []chartPoint
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, p := range rep.Rows {
 		if p.MeanPaired == nil || p.SpeedRuns == 0 {
 			continue
 		}
-		if *p.MeanPaired > limit {
-			off = append(off, fmt.Sprintf("%s %+.1f", shortConfig(p.Config), *p.MeanPaired))
-			continue
-		}
-		points.X, points.Y = append(points.X, p.Speedup), append(points.Y, *p.MeanPaired)
-		points.Labels = append(points.Labels, shortConfig(p.Config))
-		lo, hi = math.Min(lo, p.Speedup), math.Max(hi, p.Speedup)
-		if p.Pareto {
-			front = append(front, p)
+		pts = append(pts, chartPoint{p.Speedup, *p.MeanPaired, p.Config, p.Pareto})
+		if *p.MeanPaired <= limit {
+			lo, hi = math.Min(lo, p.Speedup), math.Max(hi, p.Speedup)
 		}
 	}
-	if len(points.X) == 0 {
+	series, off := frontierSeries(pts, limit, "Pareto frontier", "%s %+.1f")
+	if len(series[0].X) == 0 {
 		return fmt.Errorf("plot %s: no configuration has both a speed and a mean paired FID", path)
-	}
-	sort.Slice(front, func(i, j int) bool { return front[i].Speedup < front[j].Speedup })
-	line := render.Series{Name: "Pareto frontier"}
-	for _, p := range front {
-		line.X, line.Y = append(line.X, p.Speedup), append(line.Y, *p.MeanPaired)
 	}
 	floor := render.Series{Name: fmt.Sprintf("noise floor (+%.2f)", rep.Noise), X: []float64{lo, hi}, Y: []float64{rep.Noise, rep.Noise}}
 	seeds := make([]string, len(rep.Seeds))
@@ -57,5 +44,5 @@ func (rep *PairedReport) Plot(path string) error {
 		title += "\noff the chart: " + strings.Join(off, ", ")
 	}
 	return render.ChartLogX(path, title, "speed over "+shortConfig(rep.Reference)+" (log)",
-		"paired FID (lower is better)", []render.Series{points, line, floor})
+		"paired FID (lower is better)", append(series, floor))
 }
