@@ -3,16 +3,17 @@ package mar
 import (
 	"fmt"
 	"math"
+
+	"marspec/diffusion"
 )
 
 // distilledSampler is what a Denoiser needs to run the distilled head: the student, the
-// training timesteps of its K-step run and sqrt(alphabar) of the training schedule (to
-// re-noise between steps).
+// training timesteps of its K-step run and the training schedule, unrespaced (its alphabar
+// re-noises between steps).
 type distilledSampler struct {
-	head  DistilledHead
-	times []int
-	// alphaBar[t] of the 1000-step (training) schedule
-	alphaBar []float64
+	head     DistilledHead
+	times    []int
+	training *diffusion.Schedule
 
 	xt, t, z, zu, cfg, out []float32
 }
@@ -47,7 +48,7 @@ func (d *Denoiser) runDistilled(rows []DenoiseRow, x0 [][]float64) error {
 		}
 	}
 	for i, t := range ds.times {
-		ab := ds.alphaBar[t]
+		ab := ds.training.AlphaBar(t)
 		a, s := math.Sqrt(ab), math.Sqrt(1-ab)
 		for r, row := range rows {
 			xt := ds.xt[r*dim : (r+1)*dim]

@@ -152,11 +152,7 @@ func (m *Model) newDistilledSampler(steps int) (*distilledSampler, error) {
 	if err != nil {
 		return nil, err
 	}
-	ab := make([]float64, T)
-	for t := range ab {
-		ab[t] = full.AlphaBar(t)
-	}
-	return &distilledSampler{head: m.Distilled, times: times, alphaBar: ab}, nil
+	return &distilledSampler{head: m.Distilled, times: times, training: full}, nil
 }
 
 // CFGScale is the guidance scale of a step after which `known` of L tokens are known.
