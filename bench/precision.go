@@ -27,13 +27,16 @@ type PrecisionSettings struct {
 // machine slows all of them alike; it writes the median of the rounds and each model's speedup
 // over the first. Before timing it writes how far each model's outputs are from the first's on
 // the same inputs (the transformer's z, the head's output), so a speedup is never read without
-// its error.
+// its error. One model alone gets its times only: what a GPU run needs to set a pass over
+// gamma+1 rows beside a pass over one.
 func ComparePrecisions(out io.Writer, models []Named, set PrecisionSettings) error {
-	if len(models) < 2 || set.Rounds < 1 || set.Reps < 1 {
-		return fmt.Errorf("bench --precisions: want two or more precisions, --rounds and --reps at least 1")
+	if len(models) < 1 || set.Rounds < 1 || set.Reps < 1 {
+		return fmt.Errorf("bench --precisions: want one or more precisions (one: its times alone; more: side by side with the first), --rounds and --reps at least 1")
 	}
-	if err := writeFidelity(out, models); err != nil {
-		return err
+	if len(models) > 1 {
+		if err := writeFidelity(out, models); err != nil {
+			return err
+		}
 	}
 	var parts []measure
 	for _, b := range set.Batches {

@@ -51,7 +51,16 @@ func TestComparePrecisions(t *testing.T) {
 	if strings.Count(text, "x\n") != 3 {
 		t.Errorf("want a speedup on each of the 3 rows:\n%s", text)
 	}
-	if err := ComparePrecisions(&out, named[:1], set); err == nil {
-		t.Error("one precision: want an error")
+	// one precision alone: its times, no fidelity lines and no speedups
+	out.Reset()
+	if err := ComparePrecisions(&out, named[:1], set); err != nil {
+		t.Fatalf("one precision: %v", err)
+	}
+	alone := out.String()
+	if strings.Contains(alone, " vs ") || strings.Contains(alone, "x\n") || strings.Count(alone, "transformer pass (ms)") != 1 {
+		t.Errorf("one precision: want its times only:\n%s", alone)
+	}
+	if err := ComparePrecisions(&out, nil, set); err == nil {
+		t.Error("no precision: want an error")
 	}
 }

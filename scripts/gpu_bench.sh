@@ -3,6 +3,9 @@
 #
 #   bash scripts/gpu_bench.sh [--device cuda:N] [--official DIR] [gpu_bench.py options]
 #   bash scripts/gpu_bench.sh --tiny          the same on the CPU at tiny sizes (a check that runs)
+#   bash scripts/gpu_bench.sh stages [--tiny] [gpu_stages.py options]
+#                                             issue 29's run in priority order instead: CUDA
+#                                             against the CPU, the embedded pair, MAR-B's passes
 #
 # Sets up the runtime (for cuda: ONNX Runtime's GPU build in third_party/onnxruntime-gpu, from npm
 # or from parts sent beforehand, and CUDA's libraries from the Python packages beside PyTorch),
@@ -11,6 +14,12 @@
 # out/gpu-bench/gpu-bench.md, the section for docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+driver=gpu_bench.py
+if [ "${1:-}" = stages ]; then
+  driver=gpu_stages.py
+  shift
+fi
 
 device=cuda
 for ((i = 1; i <= $#; i++)); do
@@ -74,4 +83,4 @@ if ! { command -v go >/dev/null && go build -o bin/marspec.new ./cmd/marspec 2>/
   echo "gpu_bench: using the bin/marspec brought along ($(date -r bin/marspec))" >&2
 fi
 
-exec "$python" scripts/gpu_bench.py --python "$python" "${args[@]}"
+exec "$python" "scripts/$driver" --python "$python" "${args[@]}"

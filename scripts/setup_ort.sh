@@ -5,6 +5,10 @@
 #   bash scripts/setup_ort.sh --gpu           GPU build: ORT core + CUDA provider (docs/gpu.md)
 #   bash scripts/setup_ort.sh --gpu-parts     the GPU build as parts of at most 40 MiB, for a
 #                                             machine that cannot reach npm (docs/gpu.md)
+#   bash scripts/setup_ort.sh --gpu-parts --arch 90 [--part-mib N]
+#                                             the same for one GPU architecture only (sm_90: H100,
+#                                             H200): the other architectures' code zeroed
+#                                             (scripts/prune_fatbin.py) and xz: 46 MB in all
 #   bash scripts/setup_ort.sh --gpu-from-parts   rebuild the GPU build from those parts
 #
 # CPU: the npm registry's onnxruntime-node package (ORT $VERSION, what onnxruntime_go v1.27.0
@@ -16,9 +20,19 @@ VERSION=1.24.1
 GPU_VERSION=0.4.9
 cd "$(dirname "$0")/.."
 mode=${1:-cpu}
+arch=""
+part_mib=40
+shift || true
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --arch) arch=$2; shift 2 ;;
+  --part-mib) part_mib=$2; shift 2 ;;
+  *) echo "setup_ort: unknown option $1 (allowed after --gpu-parts: --arch N, --part-mib N)" >&2; exit 2 ;;
+  esac
+done
 gpu_dir=third_party/onnxruntime-gpu
 parts_dir=third_party/onnxruntime-gpu-parts
-part_size=40m # one part per call to the GPU machine: its transfers stop at 64 MiB, working tree included
+# one part per call to the GPU machine: its transfers stop at 64 MiB, working tree included
 
 need_linux_x64() {
   if [ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]; then
@@ -87,8 +101,22 @@ cpu)
   gpu_complete || bash "$0" --gpu
   rm -rf "$parts_dir"
   mkdir -p "$parts_dir"
-  tar -C third_party -cf - onnxruntime-gpu | gzip -6 | split -b "$part_size" -d -a 2 - "$parts_dir/part-"
-  (cd "$parts_dir" && sha256sum part-* > SHA256SUMS)
+  if [ -n "$arch" ]; then
+    python=/usr/bin/python3
+    [ -x "$python" ] || python=python3
+    stage=$(mktemp -d)
+    mkdir "$stage/onnxruntime-gpu"
+    cp "$gpu_dir/libonnxruntime.so" "$gpu_dir/libonnxruntime_providers_shared.so" "$stage/onnxruntime-gpu/"
+    "$python" scripts/prune_fatbin.py "$gpu_dir/libonnxruntime_providers_cuda.so" "$stage/onnxruntime-gpu/libonnxruntime_providers_cuda.so" --keep-arch "$arch"
+    chmod +x "$stage/onnxruntime-gpu/"*.so
+    tar -C "$stage" -cf - onnxruntime-gpu | xz -9 -T0 | split -b "${part_mib}m" -d -a 2 - "$parts_dir/part-"
+    rm -rf "$stage"
+    echo "xz sm_$arch" > "$parts_dir/FORMAT"
+  else
+    tar -C third_party -cf - onnxruntime-gpu | gzip -6 | split -b "${part_mib}m" -d -a 2 - "$parts_dir/part-"
+    echo "gzip" > "$parts_dir/FORMAT"
+  fi
+  (cd "$parts_dir" && sha256sum part-* FORMAT > SHA256SUMS)
   echo "setup_ort: $(ls "$parts_dir"/part-* | wc -l) parts in $parts_dir (send one per call; then run setup_ort.sh --gpu-from-parts there)"
   ls -l "$parts_dir"
   ;;
@@ -96,7 +124,10 @@ cpu)
   gpu_complete && { echo "setup_ort: $gpu_dir is complete"; exit 0; }
   [ -f "$parts_dir/SHA256SUMS" ] || { echo "setup_ort: $parts_dir/SHA256SUMS is missing: make the parts with --gpu-parts and send them all (docs/gpu.md)" >&2; exit 1; }
   (cd "$parts_dir" && sha256sum --quiet -c SHA256SUMS) || { echo "setup_ort: a part in $parts_dir is missing or damaged (listed above): send it again" >&2; exit 1; }
-  cat "$parts_dir"/part-* | gzip -dc | tar -C third_party -xf -
+  case "$(cat "$parts_dir/FORMAT" 2>/dev/null || echo gzip)" in
+  xz*) cat "$parts_dir"/part-* | xz -dc | tar -C third_party -xf - ;;
+  *) cat "$parts_dir"/part-* | gzip -dc | tar -C third_party -xf - ;;
+  esac
   gpu_complete || { echo "setup_ort: the parts did not hold a complete $gpu_dir" >&2; exit 1; }
   echo "setup_ort: rebuilt $gpu_dir from $parts_dir"
   ;;

@@ -29,7 +29,7 @@ func runBench(args []string) error {
 	fs.Float64Var(&pf.CFG, "cfg", 1, "--profile: guidance scale (1 = none)")
 	fs.IntVar(&pf.Rounds, "rounds", 3, "--profile/--parts: timed generations (per path, interleaved, for --profile); --precisions: measurements per precision, in turns")
 	var ps bench.PrecisionSettings
-	precisions := fs.String("precisions", "", "compare the target pack at these precisions side by side instead (e.g. fp32,int8): output differences, then ms per transformer pass and head step and images/s, median of --rounds taken in turns")
+	precisions := fs.String("precisions", "", "compare the target pack at these precisions side by side instead (e.g. fp32,int8): output differences, then ms per transformer pass and head step and images/s, median of --rounds taken in turns; one precision alone gives its times (e.g. a pass over gamma+1 rows against one row)")
 	forwardBatches := fs.String("forward-batches", "1,8,32", "--precisions: transformer batches (images)")
 	headRows := fs.String("head-rows", "1,8,32", "--precisions: head batches (token rows)")
 	genBatches := fs.String("gen-batches", "1,8", "--precisions: one timed generation per entry, of that many images in one batch (--num-iter, --steps; empty = none)")
