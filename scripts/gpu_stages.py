@@ -98,7 +98,7 @@ class Run:
         print("gpu_stages: " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout or max(self.left(), 1))
         if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-1500:]}")
+            raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {clip(p.stderr)}")
         return p.stdout
 
     def generate(self, argv, device, out):
@@ -310,7 +310,7 @@ class Run:
             if not r:
                 L.append(f"| {label} | not measured | | | | | |")
             elif "error" in r:
-                L.append(f"| {label} | failed: {r['error'][-200:]} | | | | | |")
+                L.append(f"| {label} | failed: {short(r['error'])} | | | | | |")
             else:
                 L.append(f"| {label} | {r['images']} | {r['within']} | {r['identical']} | {r['worst_mean']:.3f} | "
                          f"{r['worst_max']} | {r['worst_share']:.4f} |")
@@ -337,7 +337,7 @@ class Run:
                     L.append(f"| {name} | not measured | | | | | |")
                     continue
                 if "error" in r:
-                    L.append(f"| {name} | failed: {r['error'][-200:]} | | | | | |")
+                    L.append(f"| {name} | failed: {short(r['error'])} | | | | | |")
                     continue
                 st = r["stats"]
                 v = st["images_per_second"]
@@ -364,18 +364,31 @@ class Run:
                     L.append(f"| {part} | {rows} | {v:.3f} | {rel} |")
             L.append("")
         elif r:
-            L += [f"Passes: failed: {r.get('error', '')[-300:]}", ""]
+            L += [f"Passes: failed: {short(r.get('error', ''))}", ""]
         p = self.results.get("fullsize/parts")
         if p and "parts" in p:
             L += ["`bench --parts` (one generation): " + json.dumps(p["parts"]), ""]
         for key, label in ((k, k.split("/")[1]) for k in sorted(self.results) if k.startswith("fullsize/marspec") or k.startswith("fullsize/official")):
             r = self.results[key]
             if "error" in r:
-                L.append(f"- {label}: failed: {r['error'][-300:]}")
+                L.append(f"- {label}: failed: {short(r['error'])}")
             else:
                 st = r["stats"]
                 L.append(f"- {label} ({key.split('/', 2)[2]}): {st['images_per_second']:.3g} images/s")
         return L + [""]
+
+
+def clip(text, keep=1200):
+    """A failed command's stderr for the record: its start (a crash's signal and the Go call that
+    was in C) and its end (the last words), not the thousands of goroutine lines between."""
+    text = text.strip()
+    return text if len(text) <= 2 * keep else text[:keep] + "\n[...]\n" + text[-keep:]
+
+
+def short(error):
+    """The reason of a recorded failure, without the command line before it, on one table line."""
+    reason = error.split("): ", 1)[-1] if ") failed (" in error or error.startswith("/") else error
+    return " ".join(reason.split())[:240].replace("|", "/")
 
 
 def ratio(v, base):
@@ -436,6 +449,17 @@ def main():
     if not os.path.exists(args.bin):
         sys.exit(f"gpu_stages: {args.bin} not found: build it with `go build -o bin/marspec ./cmd/marspec` (scripts/gpu_bench.sh does)")
     run = Run(args)
+    if args.device != "cpu":
+        # one small image first: a runtime that cannot start on the device (a missing library,
+        # a crash in the provider) ends the run in seconds with its own words, not after minutes
+        try:
+            run.generate(["--model", "target", "--class", "0", "--n", "1", "--num-iter", "4", "--steps", "5"], args.device,
+                         os.path.join(run.work, "preflight"))
+        except Exception as e:  # noqa: BLE001
+            run.results["preflight"] = {"key": "preflight", "error": str(e)}
+            with open(os.path.join(args.out, "preflight-failed.txt"), "w") as f:
+                f.write(str(e) + "\n")
+            sys.exit(f"gpu_stages: {args.device} cannot run the embedded target:\n{e}")
     stages = {"parity": run.parity, "embedded": run.embedded, "fullsize": run.fullsize}
     for name in args.stages.split(","):
         if name not in stages:

@@ -12,12 +12,17 @@
 #   bash scripts/setup_ort.sh --gpu-from-parts   rebuild the GPU build from those parts
 #
 # CPU: the npm registry's onnxruntime-node package (ORT $VERSION, what onnxruntime_go v1.27.0
-# is built against). GPU: the npm packages com.github.asus4.onnxruntime (ORT 1.29 core for
-# linux-x64) and com.github.asus4.onnxruntime.linux-x64-gpu (its CUDA provider, built against
-# CUDA 13 and cuDNN 9); the core and the provider must come from the same ORT release.
+# is built against). GPU: the core from onnxruntime-node@$GPU_CORE_VERSION (ORT 1.29, built with
+# the CUDA provider interface) and the CUDA provider from com.github.asus4.onnxruntime.linux-x64-gpu
+# (the same ORT commit, built against CUDA 13 and cuDNN 9). Core and provider must come from the
+# same release AND the core must be built with CUDA: the provider calls the core through a table
+# of virtual functions (ProviderHost) that has 16 more entries in a CUDA build, so a CPU-only core
+# (com.github.asus4.onnxruntime's, used here until the first GPU run) loads the provider and then
+# crashes at the first session, every call landing one slot off (seen on an H200, 2026-11-26).
 set -euo pipefail
 VERSION=1.24.1
 GPU_VERSION=0.4.9
+GPU_CORE_VERSION=1.29.0
 cd "$(dirname "$0")/.."
 mode=${1:-cpu}
 arch=""
@@ -91,7 +96,7 @@ cpu)
   need_linux_x64
   need_npm
   mkdir -p "$gpu_dir"
-  npm_files "com.github.asus4.onnxruntime@$GPU_VERSION" Plugins/Linux/x64 "$gpu_dir" libonnxruntime.so
+  npm_file "onnxruntime-node@$GPU_CORE_VERSION" bin/napi-v6/linux/x64/libonnxruntime.so.1 "$gpu_dir/libonnxruntime.so"
   # the provider is 230 MB unpacked (the package 180 MB): one download
   npm_files "com.github.asus4.onnxruntime.linux-x64-gpu@$GPU_VERSION" Plugins/Linux/x64 "$gpu_dir" \
     libonnxruntime_providers_shared.so libonnxruntime_providers_cuda.so
