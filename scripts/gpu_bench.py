@@ -47,6 +47,21 @@ def load_results(path):
     return out
 
 
+def device_name(device):
+    """The GPU's name and driver for a cuda device (nvidia-smi), else the CPU's model and cores."""
+    if device.startswith("cuda") and shutil.which("nvidia-smi"):
+        p = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True)
+        if p.returncode == 0 and p.stdout.strip():
+            return "GPU " + p.stdout.strip().splitlines()[0] + f", {os.cpu_count()} CPU cores"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"CPU {cpu}, {os.cpu_count()} cores"
+
+
 def manifest(pack):
     """A pack's manifest: a folder's own, or for an embedded pack's name the committed copy."""
     path = os.path.join(pack, "manifest.json")
@@ -196,17 +211,7 @@ class Bench:
     # ---- report ----
 
     def device_name(self):
-        if self.args.device.startswith("cuda") and shutil.which("nvidia-smi"):
-            p = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True)
-            if p.returncode == 0 and p.stdout.strip():
-                return "GPU " + p.stdout.strip().splitlines()[0]
-        cpu = platform.processor() or platform.machine()
-        try:
-            with open("/proc/cpuinfo") as f:
-                cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-        except (OSError, StopIteration):
-            pass
-        return f"CPU {cpu}, {os.cpu_count()} cores"
+        return device_name(self.args.device)
 
     def ips(self, key):
         r = self.results.get(key)

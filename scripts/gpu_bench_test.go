@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -17,26 +16,12 @@ import (
 func TestGPUBenchTiny(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "marspec")
-	if out, err := exec.Command(gobin, "build", "-o", bin, "marspec/cmd/marspec").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildMarspec(t)
 	out := filepath.Join(dir, "bench")
 	run := func() string {
-		cmd := exec.Command(python, "gpu_bench.py", "--tiny", "--device", "cpu", "--bin", bin, "--python", python,
-			"--out", out, "--packs", filepath.Join(dir, "packs"), "--pairs", "random", "--batches", "2",
-			"--num-iters", "0,4", "--gammas", "4", "--threads", "1")
-		cmd.Env = append(os.Environ(), "MARSPEC_ORT_LIB="+lib, "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
-		log, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("gpu_bench.py: %v\n%s", err, log)
-		}
-		return string(log)
+		return runTinyDriver(t, lib, "gpu_bench.py", "--bin", bin, "--out", out, "--packs", filepath.Join(dir, "packs"),
+			"--pairs", "random", "--batches", "2", "--num-iters", "0,4", "--gammas", "4")
 	}
 	run()
 	results := readResults(t, filepath.Join(out, "results.jsonl"))
@@ -127,4 +112,17 @@ func TestGPUBenchDrafters(t *testing.T) {
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("drafters %q, want %q", got, want)
 	}
+}
+
+// runTinyDriver runs a GPU driver script at tiny sizes on the CPU (one thread, the CPU runtime
+// at lib) and returns its log; a failure ends the test with it.
+func runTinyDriver(t *testing.T, lib, script string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(python, append([]string{script, "--tiny", "--device", "cpu", "--python", python, "--threads", "1"}, args...)...)
+	cmd.Env = append(os.Environ(), "MARSPEC_ORT_LIB="+lib, "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
+	log, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, log)
+	}
+	return string(log)
 }

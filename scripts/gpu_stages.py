@@ -23,7 +23,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -39,6 +38,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from gpu_bench import device_name, load_results  # noqa: E402
 from pngfile import read_png  # noqa: E402
 
 # Stated before any GPU ran: the same seed on CUDA and on the CPU must give, per image, a mean
@@ -56,13 +56,7 @@ class Run:
         self.args = args
         os.makedirs(args.out, exist_ok=True)
         self.results_path = os.path.join(args.out, "results.jsonl")
-        self.results = {}
-        if os.path.exists(self.results_path):
-            with open(self.results_path) as f:
-                for line in f:
-                    if line.strip():
-                        r = json.loads(line)
-                        self.results[r["key"]] = r
+        self.results = load_results(self.results_path)
         self.deadline = time.time() + args.time_budget if args.time_budget > 0 else float("inf")
         self.stopped = False
         self.work = tempfile.mkdtemp(prefix="gpu-stages-")
@@ -271,23 +265,10 @@ class Run:
 
     # ---- report ----
 
-    def device_name(self):
-        if self.args.device.startswith("cuda") and shutil.which("nvidia-smi"):
-            p = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True)
-            if p.returncode == 0 and p.stdout.strip():
-                return "GPU " + p.stdout.strip().splitlines()[0] + f", {os.cpu_count()} CPU cores"
-        cpu = platform.processor() or platform.machine()
-        try:
-            with open("/proc/cpuinfo") as f:
-                cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-        except (OSError, StopIteration):
-            pass
-        return f"CPU {cpu}, {os.cpu_count()} cores"
-
     def report(self):
         a = self.args
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-        L = [f"### GPU stages: {self.device_name()}", "",
+        L = [f"### GPU stages: {device_name(self.args.device)}", "",
              f"`bash scripts/gpu_bench.sh stages {' '.join(a.passed)}` at commit {commit or '?'}, device `{a.device}`, "
              f"{datetime.date.today().isoformat()}.", ""]
         if a.tiny:

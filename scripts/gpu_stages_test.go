@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -25,25 +24,12 @@ func TestPruneFatbin(t *testing.T) {
 func TestGPUStagesTiny(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "marspec")
-	if out, err := exec.Command(gobin, "build", "-o", bin, "marspec/cmd/marspec").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildMarspec(t)
 	out := filepath.Join(dir, "stages")
 	run := func() string {
-		cmd := exec.Command(python, "gpu_stages.py", "--tiny", "--device", "cpu", "--bin", bin, "--python", python,
-			"--out", out, "--packs", filepath.Join(dir, "packs"), "--stages", "parity,fullsize", "--threads", "1")
-		cmd.Env = append(os.Environ(), "MARSPEC_ORT_LIB="+lib, "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
-		log, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("gpu_stages.py: %v\n%s", err, log)
-		}
-		return string(log)
+		return runTinyDriver(t, lib, "gpu_stages.py", "--bin", bin, "--out", out, "--packs", filepath.Join(dir, "packs"),
+			"--stages", "parity,fullsize")
 	}
 	run()
 	raw, err := os.ReadFile(filepath.Join(out, "results.jsonl"))
