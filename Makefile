@@ -3,7 +3,7 @@ GO ?= go
 ORT_LIB := third_party/onnxruntime/libonnxruntime.so
 PY := /usr/bin/python3
 
-.PHONY: setup build run demo test cluster cluster-stop distill bench train export fixtures gpu-setup gpu-parts gpu-bench gpu-bench-tiny official-packs
+.PHONY: setup build run demo test image image-check cluster cluster-stop distill bench train export fixtures gpu-setup gpu-parts gpu-bench gpu-bench-tiny official-packs
 
 $(ORT_LIB):
 	bash scripts/setup_ort.sh
@@ -77,3 +77,12 @@ gpu-bench-tiny:
 
 official-packs:
 	$(PY) scripts/make_random_packs.py --models mar_base,mar_large,mar_huge --out out/packs
+
+# The container image (Dockerfile), with docker or podman, whichever is there: image builds
+# marspec:$(git describe) and marspec:latest; image-check also runs the server, the CLI and a
+# replica pair from it (scripts/image.sh says what it checks; CI runs it).
+image:
+	bash scripts/image.sh build
+
+image-check:
+	bash scripts/image.sh check

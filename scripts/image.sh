@@ -115,7 +115,7 @@ $engine volume create "$volume" >/dev/null
 serve() { # NAME: the image's own command (serve) on $port with the check volume, read-only root
   containers+=("$1")
   $engine run -d --name "$1" "${run_opts[@]}" --network host --read-only -v "$volume:/data" \
-    -e MARSPEC_ADDR="127.0.0.1:$port" "$image:$tag" >/dev/null
+    -e MARSPEC_ADDR="127.0.0.1:$port" "$image:$tag" >/dev/null 2>>"$work/engine.log"
 }
 healthy() { # NAME: the image's HEALTHCHECK says healthy within a minute
   local i status
@@ -150,21 +150,21 @@ $engine exec marspec-check-1 sh -c 'touch /usr/local/bin/x' 2>/dev/null && fail 
 $engine exec marspec-check-1 sh -c 'touch /data/.write-check && rm /data/.write-check' || fail "/data is not writable"
 say "ok: runs as uid $uid; / is read-only, /data writable (the engine's /tmp is a tmpfs)"
 
-$engine stop -t 10 marspec-check-1 >/dev/null
-$engine start marspec-check-1 >/dev/null
+$engine stop -t 10 marspec-check-1 >/dev/null 2>>"$work/engine.log"
+$engine start marspec-check-1 >/dev/null 2>>"$work/engine.log"
 healthy marspec-check-1 || fail "the server did not come back after a restart"
 curl -sf "$url/v1/generations/$id" | grep -q '"succeeded"' || fail "job $id is gone after a restart on the same volume"
 curl -sf -o /dev/null "$url/v1/images/$id-0.png" || fail "the image of job $id is gone after a restart"
 curl -sf "$url/" | grep -qi '<html' || fail "the gallery page is not served after a restart"
 say "ok: stopped and started on the same volume: job, image and gallery intact"
-$engine rm -f marspec-check-1 >/dev/null
+$engine rm -f marspec-check-1 >/dev/null 2>>"$work/engine.log"
 
-cli() { $engine run --rm "${run_opts[@]}" --read-only -v "$volume:/data" "$image:$tag" "$@"; }
+cli() { $engine run --rm "${run_opts[@]}" --read-only -v "$volume:/data" "$image:$tag" "$@" 2>>"$work/engine.log"; }
 for seed in 3 4; do
   cli generate --class all --n 2 --seed $seed --out /data/cli-$seed --grid none --quiet >/dev/null ||
     fail "marspec generate from the image failed"
 done
-cli fid --quiet /data/cli-3 /data/cli-4 >"$work/fid.txt" 2>&1 || { cat "$work/fid.txt" >&2; fail "marspec fid from the image failed"; }
+cli fid --quiet /data/cli-3 /data/cli-4 >"$work/fid.txt" || { tail -n 20 "$work/engine.log" >&2; fail "marspec fid from the image failed"; }
 say "ok: generate (2 x 20 images) and fid from the image: $(tr '\n' ' ' <"$work/fid.txt" | head -c 160)"
 
 # ---- a replica pair on PostgreSQL and S3 ----
@@ -184,7 +184,7 @@ for r in 1 2; do
   containers+=("marspec-replica-$r")
   $engine volume create "$volume-$r" >/dev/null
   $engine run -d --name "marspec-replica-$r" "${run_opts[@]}" --network host --read-only -v "$volume-$r:/data" \
-    -e MARSPEC_ADDR="127.0.0.1:$((port + r))" -e MARSPEC_STORE="$store" -e MARSPEC_BLOBS="$blobs" "$image:$tag" >/dev/null
+    -e MARSPEC_ADDR="127.0.0.1:$((port + r))" -e MARSPEC_STORE="$store" -e MARSPEC_BLOBS="$blobs" "$image:$tag" >/dev/null 2>>"$work/engine.log"
 done
 { healthy marspec-replica-1 && healthy marspec-replica-2; } || fail "a replica did not report healthy"
 ids=()
@@ -194,7 +194,7 @@ for i in 1 2 3 4 5 6; do
     fail "POST to replica 1 failed"
 done
 # replica 1 stops at once: whatever it had not finished, replica 2 must
-$engine stop -t 30 marspec-replica-1 >/dev/null
+$engine stop -t 30 marspec-replica-1 >/dev/null 2>>"$work/engine.log"
 for id in "${ids[@]}"; do
   for i in $(seq 1 120); do
     curl -sf "http://127.0.0.1:$((port + 2))/v1/generations/$id" | grep -q '"status":"succeeded"' && break
