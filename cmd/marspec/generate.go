@@ -46,7 +46,7 @@ type generateFlags struct {
 
 func (g *generateFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&g.mode, "mode", "", "target, draft or spec (default: the default preset's, spec when none; target-only when --model is given)")
-	fs.StringVar(&g.preset, "preset", "", "a named bundle of settings: "+strings.Join(generation.PresetNames(), ", ")+"; flags given explicitly win")
+	fs.StringVar(&g.preset, "preset", "", "a named bundle of settings from the target pack's manifest (marspec models lists them); flags given explicitly win")
 	fs.StringVar(&g.model, "model", "", "run one pack alone: target, draft (embedded) or a pack folder; the --draft pack runs in draft mode, any other as --mode target --target PACK")
 	fs.StringVar(&g.target, "target", "target", "target pack (embedded name or folder)")
 	fs.StringVar(&g.draft, "draft", "draft", "draft pack (embedded name or folder), self: the target drafts from its own previous pass, or exit: the target's first blocks plus its trained exit draft (both spec mode, no draft network)")
@@ -238,17 +238,25 @@ func (g *generateFlags) request(set map[string]bool, local bool) (generation.Req
 	if err := g.spec.Request(&req, set); err != nil {
 		return req, cat, err
 	}
-	mode, _, _, err := generation.ResolveMode(req)
-	if err != nil || !local {
-		return req, cat, err
+	if !local {
+		return req, cat, nil
 	}
-	// only the packs the mode runs are read, so a bad --draft does not stop a target-only run
-	if mode != generation.ModeDraft {
+	// only the packs the mode runs are read, so a bad --draft does not stop a target-only run;
+	// the target's settings resolve the preset and the default request
+	if req.Mode != generation.ModeDraft {
 		p, err := generation.LoadPack(cat.TargetPack)
 		if err != nil {
 			return req, cat, err
 		}
 		cat.Target = p.Manifest
+	}
+	settings, pack := cat.Settings()
+	mode, _, _, err := generation.ResolveMode(req, settings, pack)
+	if err != nil {
+		return req, cat, err
+	}
+	if mode == generation.ModeDraft && cat.Target != nil && req.Mode == "" { // a draft-mode preset: the draft runs alone
+		cat.Target = nil
 	}
 	if mode == generation.ModeDraft || (mode == generation.ModeSpec && !req.SelfDraft && !req.EarlyExit) {
 		if g.draft == selfDraftName || g.draft == exitDraftName {

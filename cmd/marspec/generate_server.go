@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"marspec/api"
 	"marspec/generation"
 	"marspec/remote"
 )
@@ -37,7 +38,13 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	if err := generation.CheckNumbers(req.GenerateRequest); err != nil {
 		return err
 	}
-	mode, _, _, err := generation.ResolveMode(req)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // Ctrl-C cancels the job there
+	defer stop()
+	token := g.token
+	if token == "" {
+		token = os.Getenv("MARSPEC_TOKEN")
+	}
+	mode, err := remoteMode(ctx, g.server, token, req)
 	if err != nil {
 		return err
 	}
@@ -49,12 +56,6 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	if err != nil {
 		made.Undo()
 		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // Ctrl-C cancels the job there
-	defer stop()
-	token := g.token
-	if token == "" {
-		token = os.Getenv("MARSPEC_TOKEN")
 	}
 	var progressOut io.Writer = os.Stderr
 	if g.quiet {
@@ -96,4 +97,19 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	}
 	fmt.Println(line)
 	return nil
+}
+
+// remoteMode is the mode a server will run req in, resolved against the presets of the pack it
+// runs (its GET /v1/models): presets belong to the pack, not to this binary.
+func remoteMode(ctx context.Context, server, token string, req generation.Request) (string, error) {
+	c, err := api.NewClient(server, token, nil)
+	if err != nil {
+		return "", err
+	}
+	m, err := c.Models(ctx)
+	if err != nil {
+		return "", remote.ExplainUnreachable(server, err)
+	}
+	mode, _, _, err := generation.ResolveMode(req, generation.SettingsFromWire(m), m.PresetsOf)
+	return mode, err
 }

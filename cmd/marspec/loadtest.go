@@ -18,6 +18,7 @@ import (
 	"marspec/api"
 	"marspec/generation"
 	"marspec/loadtest"
+	"marspec/mar"
 	"marspec/remote"
 	"marspec/server"
 	"marspec/web"
@@ -31,6 +32,8 @@ type loadFlags struct {
 	minImg, maxImg  int
 	numIter         *int // nil: the request leaves it to the service
 	mode, preset    string
+	runMode         string // the mode and preset the requests run with, resolved against the target pack (check)
+	runPreset       string
 	crossBatch      string
 	seed            uint64
 	maxBatch, queue int
@@ -50,8 +53,8 @@ func runLoadtest(args []string) error {
 	fs.DurationVar(&f.duration, "duration", 5*time.Minute, "per pass, no new request after this (running ones finish)")
 	images := fs.String("images", "2-4", "images per request: N or LO-HI (uniform)")
 	numIter := fs.Int("num-iter", 0, "AR steps per image (target and draft modes; 0 = one token per step); unset: the service's default")
-	fs.StringVar(&f.mode, "mode", "", "target, draft or spec; unset: the service's default request (its default preset, "+generation.DefaultPreset+")")
-	fs.StringVar(&f.preset, "preset", "", "a preset for every request: "+strings.Join(generation.PresetNames(), ", ")+"; unset: the service's default")
+	fs.StringVar(&f.mode, "mode", "", "target, draft or spec; unset: the service's default request (the default preset of its target pack)")
+	fs.StringVar(&f.preset, "preset", "", "a preset for every request, one of the target pack's (marspec models lists them); unset: the service's default")
 	fs.StringVar(&f.crossBatch, "cross-batch", "both", "in-process server: on, off (one request per batch) or both, side by side")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the request mix (classes, counts) and of the requests")
 	fs.IntVar(&f.maxBatch, "max-batch", 32, "in-process server: images in flight per engine group")
@@ -134,7 +137,8 @@ func (f *loadFlags) check(images string) error {
 	case f.server != "" && f.crossBatch != "both":
 		return fmt.Errorf("--cross-batch applies to the in-process server; start --server with --cross-batch=%v instead", f.crossBatch == "on")
 	}
-	if _, _, _, err := generation.ResolveMode(f.request()); err != nil {
+	var err error
+	if f.runMode, f.runPreset, err = f.resolve(); err != nil {
 		return err
 	}
 	if err := generation.CheckNumbers(f.request().GenerateRequest); err != nil {
@@ -163,14 +167,37 @@ func (f *loadFlags) request() generation.Request {
 }
 
 // resolvedMode is the mode the service will run the requests in.
-func (f *loadFlags) resolvedMode() string {
-	mode, _, _, _ := generation.ResolveMode(f.request())
-	return mode
+func (f *loadFlags) resolvedMode() string { return f.runMode }
+
+// resolve resolves the requests' mode and preset against the target pack's settings: the
+// in-process server's --target, or what --server reports it runs.
+func (f *loadFlags) resolve() (mode, preset string, err error) {
+	var set *mar.Settings
+	pack := f.target
+	if bases := f.servers(); len(bases) > 0 {
+		c, err := api.NewClient(bases[0], f.token, nil)
+		if err != nil {
+			return "", "", err
+		}
+		m, err := c.Models(context.Background())
+		if err != nil {
+			return "", "", remote.ExplainUnreachable(bases[0], err)
+		}
+		set, pack = generation.SettingsFromWire(m), m.PresetsOf
+	} else {
+		p, err := generation.LoadPack(f.target)
+		if err != nil {
+			return "", "", err
+		}
+		set = generation.PackSettings(p.Manifest)
+	}
+	mode, preset, _, err = generation.ResolveMode(f.request(), set, pack)
+	return mode, preset, err
 }
 
 // describeRequest says what the requests run, for the report's header.
 func (f *loadFlags) describeRequest() string {
-	mode, preset, _, _ := generation.ResolveMode(f.request())
+	mode, preset := f.runMode, f.runPreset
 	s := "mode " + mode
 	if preset != "" {
 		s = "preset " + preset + " (" + s + ")"
