@@ -22,6 +22,10 @@ import export_mar
 import mar_official as mo
 
 
+# packs of MAR-B's token layout that are not MAR-B carry MAR-B's published settings
+SETTINGS_OF = {"ci_target": "mar_base", "ci_draft": "mar_base", "mar_draft_small": "mar_base"}
+
+
 def randomise(model, gen):
     """Weights at the scale a trained model has (LayerNorm gains 1, small linear weights), and
     the head's variance half kept near [-1, 1] so sampling stays finite (docs/gpu.md)."""
@@ -64,7 +68,15 @@ def make(model_name, vae_name, out, seed, steps, force, checkpoint=False):
     names = [f"class_{i:03d}" for i in range(cfg["class_num"])]
     record = {"checkpoint": "random weights (scripts/make_random_packs.py)", "weights": "random", "model": model_name,
               "vae": "random weights", "vae_config": vae_name, "seed": seed}
-    m = export_mar.export(model, cfg, vae, dest, f"{model_name.replace('_', '-')}-random", steps, names, "placeholder", record)
+    # the sizes MAR published get their settings; packs of MAR-B's token layout (the CI packs,
+    # the small draft) get MAR-B's, saying so; the test sizes (16 tokens) none
+    size = model_name if model_name in export_mar.PUBLISHED else SETTINGS_OF.get(model_name)
+    settings = None
+    if size:
+        note = "; random weights (scripts/make_random_packs.py)" + ("" if size == model_name else f", {model_name} in {size}'s token layout")
+        settings = export_mar.published_settings(size, mo.grid_size(cfg) ** 2, note)
+    m = export_mar.export(model, cfg, vae, dest, f"{model_name.replace('_', '-')}-random", steps, names, "placeholder", record,
+                          settings=settings)
     if checkpoint:  # the same weights in the official layout, for the official code's timing
         torch.save({"model_ema": model.state_dict(), "model": model.state_dict()}, os.path.join(dest, "checkpoint-last.pth"))
         torch.save({"model": {**{"post_quant_conv." + k: v for k, v in vae.post_quant_conv.state_dict().items()},
