@@ -25,7 +25,7 @@ const ProtocolImagesPerClass = 50
 // prints.
 type Protocol struct {
 	Name, Pack, Preset, Provenance string
-	Full                           int  // images of the full protocol: 50 per class
+	Full                           int         // images of the full protocol: 50 per class
 	Options                        mar.Options // what every image samples with
 	Sampler                        string
 }
