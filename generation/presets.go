@@ -78,7 +78,7 @@ func DeriveSettings(src *mar.Settings, srcL, L int) *mar.Settings {
 	for name, p := range src.Presets {
 		q := p
 		q.NumIter = scaleIter(p.NumIter, srcL, L)
-		q.About = describePreset(q) + fmt.Sprintf(" (the embedded pack's %s scaled to %d tokens; speed and quality not measured on this pack)", name, L)
+		q.About = DescribePreset(q) + fmt.Sprintf(" (the embedded pack's %s scaled to %d tokens; speed and quality not measured on this pack)", name, L)
 		q.Provenance = fmt.Sprintf("derived: the embedded pack's %s preset (num_iter %d of its %d tokens), AR steps scaled to this pack's %d tokens; not measured on this pack",
 			name, p.NumIter, srcL, L)
 		out.Presets[name] = q
@@ -93,8 +93,8 @@ func scaleIter(n, srcL, L int) int {
 	return min(L, max(1, int(math.Round(float64(n)*float64(L)/float64(srcL)))))
 }
 
-// describePreset says in a few words what a preset runs.
-func describePreset(p Preset) string {
+// DescribePreset says in a few words what a preset runs.
+func DescribePreset(p Preset) string {
 	if p.Mode == ModeSpec {
 		return "speculative decoding, " + pick(p.Verify, "", "prefix") + " verification, " + pick(p.Acceptance, "", "paper") + " criterion"
 	}

@@ -344,3 +344,6 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 	}
 	return model, nil
 }
+
+// Validate checks a manifest built or edited in memory as ParseManifest checks one read.
+func (m *Manifest) Validate() error { return m.validate() }

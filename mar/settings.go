@@ -1,8 +1,12 @@
 package mar
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -125,4 +129,64 @@ func (s *Settings) validate() error {
 		}
 	}
 	return nil
+}
+
+// WriteSettings replaces the "settings" entry of dir/manifest.json with set (adding it last
+// when absent), keeping every other entry as written, in its order, and checks the result as
+// a manifest. The file is replaced only when the whole manifest is valid.
+func WriteSettings(dir string, set *Settings) error {
+	file := filepath.Join(dir, "manifest.json")
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("model pack %s: cannot read manifest.json: %v", dir, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("%s: not a JSON object", file)
+	}
+	var keys []string
+	values := map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("%s: %v", file, err)
+		}
+		key := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("%s: %v", file, err)
+		}
+		if _, dup := values[key]; !dup {
+			keys = append(keys, key)
+		}
+		values[key] = v
+	}
+	encoded, err := json.Marshal(set)
+	if err != nil {
+		return err
+	}
+	if _, ok := values["settings"]; !ok {
+		keys = append(keys, "settings")
+	}
+	values["settings"] = encoded
+	var out bytes.Buffer
+	out.WriteString("{\n")
+	for i, k := range keys {
+		name, _ := json.Marshal(k)
+		out.WriteString("  ")
+		out.Write(name)
+		out.WriteString(": ")
+		if err := json.Indent(&out, values[k], "  ", "  "); err != nil {
+			return fmt.Errorf("%s: %s: %v", file, k, err)
+		}
+		if i < len(keys)-1 {
+			out.WriteString(",")
+		}
+		out.WriteString("\n")
+	}
+	out.WriteString("}\n")
+	if _, err := ParseManifest(out.Bytes(), file); err != nil {
+		return err
+	}
+	return os.WriteFile(file, out.Bytes(), 0o644)
 }
