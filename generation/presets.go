@@ -3,6 +3,7 @@ package generation
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"strconv"
@@ -78,9 +79,13 @@ func DeriveSettings(src *mar.Settings, srcL, L int) *mar.Settings {
 	for name, p := range src.Presets {
 		q := p
 		q.NumIter = scaleIter(p.NumIter, srcL, L)
-		q.About = DescribePreset(q) + fmt.Sprintf(" (the embedded pack's %s scaled to %d tokens; speed and quality not measured on this pack)", name, L)
-		q.Provenance = fmt.Sprintf("derived: the embedded pack's %s preset (num_iter %d of its %d tokens), AR steps scaled to this pack's %d tokens; not measured on this pack",
-			name, p.NumIter, srcL, L)
+		q.About = DescribePreset(q) + fmt.Sprintf(" (the embedded pack's %s; speed and quality not measured on this pack)", name)
+		q.Provenance = fmt.Sprintf("derived: the embedded pack's %s preset, unchanged (it sets no AR steps); not measured on this pack", name)
+		if p.NumIter > 0 {
+			q.About = DescribePreset(q) + fmt.Sprintf(" (the embedded pack's %s scaled to %d tokens; speed and quality not measured on this pack)", name, L)
+			q.Provenance = fmt.Sprintf("derived: the embedded pack's %s preset (num_iter %d of its %d tokens), AR steps scaled to this pack's %d tokens; not measured on this pack",
+				name, p.NumIter, srcL, L)
+		}
 		out.Presets[name] = q
 	}
 	return out
@@ -243,4 +248,27 @@ func SettingsFromWire(m *api.Models) *mar.Settings {
 		}
 	}
 	return set
+}
+
+// DescribeSettings writes the pack's resolved defaults and its presets with their provenance,
+// a line each (marspec models): what a request on it runs.
+func DescribeSettings(w io.Writer, m *mar.Manifest) {
+	set := PackSettings(m)
+	if d, err := ResolvedDefaults(m); err == nil {
+		fmt.Fprintf(w, "  defaults: num_iter %d, %s in %d steps, cfg %g (%s), temperature %g [%s]\n",
+			d.NumIter, d.Sampler, d.Steps, d.CFG, d.CFGSchedule, d.Temperature, d.Provenance)
+	}
+	if set.Derived {
+		fmt.Fprintln(w, "  settings: none in the manifest; derived from the embedded pack's, AR steps scaled to this pack's tokens (not measured here)")
+	}
+	for _, name := range set.PresetNames() {
+		tags := ""
+		if name == set.DefaultPreset {
+			tags += " (default)"
+		}
+		if name == set.EvaluationPreset {
+			tags += " (evaluation)"
+		}
+		fmt.Fprintf(w, "  preset %s%s: %s\n", name, tags, PresetAbout(set.Presets[name]))
+	}
 }

@@ -115,3 +115,31 @@ func (p Protocol) Print(w io.Writer, s Settings, evaluator, reference string) {
 		fmt.Fprintf(w, "  note: the protocol scores with the Inception evaluator (scripts/export_inception.py) against ADM's reference batch; %s is another evaluator\n", evaluator)
 	}
 }
+
+// ApplyProtocol is eval --protocol: it needs --evaluator and --reference given, resolves the
+// protocol against the target pack (ResolveProtocol; given names the flags set on the command
+// line), samples the target alone (no draft pack is opened), and prints every setting on w
+// before anything runs.
+func ApplyProtocol(name string, s *Settings, given []string, evaluator, reference string, w io.Writer) error {
+	set := map[string]bool{}
+	for _, f := range given {
+		set[f] = true
+	}
+	switch {
+	case !set["evaluator"]:
+		return fmt.Errorf("--evaluator: protocol %s scores with the Inception evaluator (scripts/export_inception.py); give its folder", name)
+	case !set["reference"]:
+		return fmt.Errorf("--reference: protocol %s scores against ADM's reference batch (VIRTUAL_imagenet256_labeled.npz); give it", name)
+	}
+	p, err := generation.LoadPack(s.Target)
+	if err != nil {
+		return err
+	}
+	proto, err := ResolveProtocol(name, p.Manifest, s.Target, s, set["n"], given)
+	if err != nil {
+		return err
+	}
+	s.Draft = s.Target
+	proto.Print(w, *s, evaluator, reference)
+	return nil
+}

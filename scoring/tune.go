@@ -1,11 +1,14 @@
 package scoring
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"marspec/diffusion"
 	"marspec/generation"
+	"marspec/mar"
 )
 
 // Chosen is a preset picked from a paired frontier report by one of TuneRules.
@@ -108,4 +111,56 @@ func (rep *PairedReport) Presets(chosen []Chosen, dirs []string) (map[string]gen
 		out[c.Name] = p
 	}
 	return out, nil
+}
+
+// TuneOptions are marspec tune's: the pack folder, the paired frontier runs and how to write.
+type TuneOptions struct {
+	Pack             string
+	Runs, Speed      []string
+	Reference        string // the configuration the runs compare with
+	Default          string // the preset to make the pack's default ("" keeps it)
+	ReplacePublished bool
+	DryRun           bool // print the settings, write nothing
+}
+
+// Tune chooses presets from the paired report of o.Runs (TuneRules), merges them into the
+// pack's settings (generation.TuneSettings) and writes them into its manifest
+// (mar.WriteSettings), saying on w what it chose.
+func Tune(o TuneOptions, w io.Writer) error {
+	man, err := mar.LoadManifest(o.Pack)
+	if err != nil {
+		return err
+	}
+	rep, err := Paired(o.Runs, o.Speed, o.Reference)
+	if err != nil {
+		return fmt.Errorf("--runs: %w", err)
+	}
+	chosen, missing := rep.Choose()
+	if len(chosen) == 0 {
+		return fmt.Errorf("--runs: no configuration satisfies any tuning rule (no Pareto target point with a mean paired FID)")
+	}
+	presets, err := rep.Presets(chosen, o.Runs)
+	if err != nil {
+		return err
+	}
+	set, err := generation.TuneSettings(man, generation.Tuned{Presets: presets, CFG: rep.CFG, Temperature: rep.Temperature}, o.Default, o.ReplacePublished)
+	if err != nil {
+		return err
+	}
+	for _, c := range chosen {
+		fmt.Fprintf(w, "%s: %s (%s)\n", c.Name, c.Row.Config, c.Rule)
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(w, "not chosen (no point satisfies the rule): %s\n", strings.Join(missing, ", "))
+	}
+	if o.DryRun {
+		data, _ := json.MarshalIndent(set, "", "  ")
+		fmt.Fprintln(w, string(data))
+		return nil
+	}
+	if err := mar.WriteSettings(o.Pack, set); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "wrote %d presets into %s/manifest.json (default preset %s)\n", len(chosen), o.Pack, set.DefaultPreset)
+	return nil
 }

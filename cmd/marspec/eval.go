@@ -62,7 +62,7 @@ func runEval(args []string) error {
 	if *protocol != "" {
 		var given []string
 		fs.Visit(func(f *flag.Flag) { given = append(given, f.Name) })
-		if err := applyProtocol(*protocol, &s, given, *evaluator, *reference); err != nil {
+		if err := scoring.ApplyProtocol(*protocol, &s, given, *evaluator, *reference, os.Stdout); err != nil {
 			return err
 		}
 	}
@@ -129,30 +129,4 @@ func runEvalMerge(args []string) error {
 		return fmt.Errorf("usage: marspec eval merge --out RUN SHARD_RUN...")
 	}
 	return scoring.Merge(packOpener{rt}, *out, fs.Args(), *evaluator, *reference, os.Stdout)
-}
-
-// applyProtocol fixes the run's settings by a published protocol (scoring.ResolveProtocol) from
-// the target pack's manifest and prints every one of them before anything runs.
-func applyProtocol(name string, s *scoring.Settings, given []string, evaluator, reference string) error {
-	set := map[string]bool{}
-	for _, f := range given {
-		set[f] = true
-	}
-	switch {
-	case !set["evaluator"]:
-		return fmt.Errorf("--evaluator: protocol %s scores with the Inception evaluator (scripts/export_inception.py); give its folder", name)
-	case !set["reference"]:
-		return fmt.Errorf("--reference: protocol %s scores against ADM's reference batch (VIRTUAL_imagenet256_labeled.npz); give it", name)
-	}
-	p, err := generation.LoadPack(s.Target)
-	if err != nil {
-		return err
-	}
-	proto, err := scoring.ResolveProtocol(name, p.Manifest, s.Target, s, set["n"], given)
-	if err != nil {
-		return err
-	}
-	s.Draft = s.Target // the protocol samples the target alone: no other pack is opened
-	proto.Print(os.Stdout, *s, evaluator, reference)
-	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"syscall"
 
-	"marspec/api"
 	"marspec/generation"
 	"marspec/remote"
 )
@@ -28,8 +27,8 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 			return &generation.FieldError{Field: name, Allowed: "omit it with --server", Reason: "the server runs its own packs and settings; this flag applies to a local run only"}
 		}
 	}
-	if g.n < 1 { // the wire reads n 0 as "the default"
-		return &generation.FieldError{Field: "n", Value: strconv.Itoa(g.n), Allowed: "at least 1 image per class"}
+	if g.N < 1 { // the wire reads n 0 as "the default"
+		return &generation.FieldError{Field: "n", Value: strconv.Itoa(g.N), Allowed: "at least 1 image per class"}
 	}
 	req, _, err := g.request(set, false)
 	if err != nil {
@@ -44,7 +43,11 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	if token == "" {
 		token = os.Getenv("MARSPEC_TOKEN")
 	}
-	mode, err := remoteMode(ctx, g.server, token, req)
+	settings, pack, err := remote.Settings(ctx, g.server, token)
+	if err != nil {
+		return err
+	}
+	mode, _, _, err := generation.ResolveMode(req, settings, pack)
 	if err != nil {
 		return err
 	}
@@ -73,7 +76,6 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	for _, f := range files {
 		made.File(f)
 	}
-	written := fmt.Sprintf("wrote %d images to %s", len(files), g.out)
 	if grid == "none" {
 		grid = ""
 	}
@@ -81,13 +83,7 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 		made.Undo()
 		return err
 	}
-	if grid != "" {
-		written += ", the grid to " + grid
-	}
-	if g.heatmap != "" {
-		written += ", the acceptance map to " + g.heatmap
-	}
-	fmt.Fprintln(os.Stderr, written)
+	fmt.Fprintln(os.Stderr, generation.WroteSummary(len(files), g.out, grid, g.heatmap))
 	if g.jsonOut {
 		return json.NewEncoder(os.Stdout).Encode(job)
 	}
@@ -97,19 +93,4 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	}
 	fmt.Println(line)
 	return nil
-}
-
-// remoteMode is the mode a server will run req in, resolved against the presets of the pack it
-// runs (its GET /v1/models): presets belong to the pack, not to this binary.
-func remoteMode(ctx context.Context, server, token string, req generation.Request) (string, error) {
-	c, err := api.NewClient(server, token, nil)
-	if err != nil {
-		return "", err
-	}
-	m, err := c.Models(ctx)
-	if err != nil {
-		return "", remote.ExplainUnreachable(server, err)
-	}
-	mode, _, _, err := generation.ResolveMode(req, generation.SettingsFromWire(m), m.PresetsOf)
-	return mode, err
 }

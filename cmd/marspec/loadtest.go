@@ -8,10 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -114,16 +112,11 @@ func runLoadtest(args []string) error {
 }
 
 func (f *loadFlags) check(images string) error {
-	lo, hi, ok := strings.Cut(images, "-")
-	if !ok {
-		hi = lo
+	var err error
+	if f.minImg, f.maxImg, err = loadtest.ParseImages(images); err != nil {
+		return err
 	}
-	var err1, err2 error
-	f.minImg, err1 = strconv.Atoi(lo)
-	f.maxImg, err2 = strconv.Atoi(hi)
 	switch {
-	case err1 != nil || err2 != nil || f.minImg < 1 || f.maxImg < f.minImg || f.maxImg > 256:
-		return fmt.Errorf("--images %q: want N or LO-HI with 1 <= LO <= HI <= 256", images)
 	case f.clients < 1 || f.clients > 256:
 		return fmt.Errorf("--clients %d out of range (allowed: 1 to 256)", f.clients)
 	case f.reqs < 1 || f.reqs > 10000:
@@ -137,15 +130,14 @@ func (f *loadFlags) check(images string) error {
 	case f.server != "" && f.crossBatch != "both":
 		return fmt.Errorf("--cross-batch applies to the in-process server; start --server with --cross-batch=%v instead", f.crossBatch == "on")
 	}
-	var err error
 	if f.runMode, f.runPreset, err = f.resolve(); err != nil {
 		return err
 	}
-	if err := generation.CheckNumbers(f.request().GenerateRequest); err != nil {
+	if err := generation.CheckNumbers(f.mix().Request().GenerateRequest); err != nil {
 		return err
 	}
 	for _, s := range f.servers() {
-		if err := loopbackOnly(s); err != nil {
+		if err := loadtest.LoopbackOnly(s); err != nil {
 			return err
 		}
 	}
@@ -160,30 +152,15 @@ func (f *loadFlags) servers() []string {
 	return strings.Split(f.server, ",")
 }
 
-// request is the settings every request of the mix carries (only what the flags set, so the
-// rest is the service's default).
-func (f *loadFlags) request() generation.Request {
-	return generation.Request{GenerateRequest: api.GenerateRequest{Mode: f.mode, Preset: f.preset, NumIter: f.numIter}}
-}
-
-// resolvedMode is the mode the service will run the requests in.
-func (f *loadFlags) resolvedMode() string { return f.runMode }
-
 // resolve resolves the requests' mode and preset against the target pack's settings: the
 // in-process server's --target, or what --server reports it runs.
 func (f *loadFlags) resolve() (mode, preset string, err error) {
 	var set *mar.Settings
 	pack := f.target
 	if bases := f.servers(); len(bases) > 0 {
-		c, err := api.NewClient(bases[0], f.token, nil)
-		if err != nil {
+		if set, pack, err = remote.Settings(context.Background(), bases[0], f.token); err != nil {
 			return "", "", err
 		}
-		m, err := c.Models(context.Background())
-		if err != nil {
-			return "", "", remote.ExplainUnreachable(bases[0], err)
-		}
-		set, pack = generation.SettingsFromWire(m), m.PresetsOf
 	} else {
 		p, err := generation.LoadPack(f.target)
 		if err != nil {
@@ -191,41 +168,12 @@ func (f *loadFlags) resolve() (mode, preset string, err error) {
 		}
 		set = generation.PackSettings(p.Manifest)
 	}
-	mode, preset, _, err = generation.ResolveMode(f.request(), set, pack)
+	mode, preset, _, err = generation.ResolveMode(f.mix().Request(), set, pack)
 	return mode, preset, err
 }
 
 // describeRequest says what the requests run, for the report's header.
-func (f *loadFlags) describeRequest() string {
-	mode, preset := f.runMode, f.runPreset
-	s := "mode " + mode
-	if preset != "" {
-		s = "preset " + preset + " (" + s + ")"
-		if f.preset == "" {
-			s = "the service's default request: " + s
-		}
-	}
-	if f.numIter != nil {
-		s += fmt.Sprintf(", num_iter %d", *f.numIter)
-	}
-	return s
-}
-
-// loopbackOnly refuses a server that is not this machine: a load test is not for others'.
-func loopbackOnly(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Hostname() == "" {
-		return fmt.Errorf("--server %q: want http://127.0.0.1:PORT", raw)
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("--server %q: loopback addresses only (127.0.0.1, ::1, localhost)", raw)
-}
+func (f *loadFlags) describeRequest() string { return f.mix().Describe(f.runMode, f.runPreset) }
 
 // pass runs the request mix once against a server: --server, or one started here with
 // cross-request batching on or off.
@@ -236,7 +184,7 @@ func (f *loadFlags) pass(batching string, models *generation.Models) (loadtest.R
 		cfg := server.DefaultConfig()
 		cfg.Addr, cfg.MaxBatch, cfg.QueueSize, cfg.CrossBatch = "127.0.0.1:0", f.maxBatch, f.queue, batching == "on"
 		cfg.Target, cfg.Draft, cfg.Drain = f.target, "", 0
-		if mode := f.resolvedMode(); mode == generation.ModeSpec || mode == generation.ModeDraft {
+		if mode := f.runMode; mode == generation.ModeSpec || mode == generation.ModeDraft {
 			cfg.Draft = f.draft
 		}
 		cfg.ORTLib, cfg.Device, cfg.Threads, cfg.ORTTuning = f.rt.ortLib, f.rt.device.String(), f.rt.threads, f.rt.tuning

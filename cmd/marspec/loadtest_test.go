@@ -4,21 +4,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"marspec/loadtest"
 )
 
 func TestLoopbackOnly(t *testing.T) {
 	for _, ok := range []string{"http://127.0.0.1:8080", "http://localhost:1", "http://[::1]:80", "http://127.3.4.5"} {
-		if err := loopbackOnly(ok); err != nil {
+		if err := loadtest.LoopbackOnly(ok); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"http://10.0.0.1:8080", "http://example.com", "http://0.0.0.0:8080", "::"} {
-		if err := loopbackOnly(bad); err == nil {
+		if err := loadtest.LoopbackOnly(bad); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
 	}
 	f := loadFlags{server: "http://127.0.0.1:1,http://10.0.0.1:2"}
-	if got := f.servers(); len(got) != 2 || loopbackOnly(got[1]) == nil {
+	if got := f.servers(); len(got) != 2 || loadtest.LoopbackOnly(got[1]) == nil {
 		t.Errorf("servers %q: the second, remote one must be refused", got)
 	}
 }

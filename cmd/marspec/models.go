@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 
 	"marspec/generation"
@@ -68,28 +69,5 @@ func describePack(name string, p *mar.Pack) {
 		}
 	}
 	fmt.Printf("  classes: %s\n", strings.Join(classes, ", "))
-	describeSettings(m)
-}
-
-// describeSettings prints the pack's defaults and presets with their provenance: what a
-// request on it runs (presets resolve against the target pack).
-func describeSettings(m *mar.Manifest) {
-	set := generation.PackSettings(m)
-	if d, err := generation.ResolvedDefaults(m); err == nil {
-		fmt.Printf("  defaults: num_iter %d, %s in %d steps, cfg %g (%s), temperature %g [%s]\n",
-			d.NumIter, d.Sampler, d.Steps, d.CFG, d.CFGSchedule, d.Temperature, d.Provenance)
-	}
-	if set.Derived {
-		fmt.Println("  settings: none in the manifest; derived from the embedded pack's, AR steps scaled to this pack's tokens (not measured here)")
-	}
-	for _, name := range set.PresetNames() {
-		tags := ""
-		if name == set.DefaultPreset {
-			tags += " (default)"
-		}
-		if name == set.EvaluationPreset {
-			tags += " (evaluation)"
-		}
-		fmt.Printf("  preset %s%s: %s\n", name, tags, generation.PresetAbout(set.Presets[name]))
-	}
+	generation.DescribeSettings(os.Stdout, m)
 }
