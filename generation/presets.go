@@ -74,8 +74,11 @@ func DeriveSettings(src *mar.Settings, srcL, L int) *mar.Settings {
 	out := &mar.Settings{Derived: true, DefaultPreset: src.DefaultPreset, EvaluationPreset: src.EvaluationPreset,
 		Defaults: src.Defaults, Presets: map[string]Preset{}}
 	out.Defaults.NumIter = scaleIter(src.Defaults.NumIter, srcL, L)
-	out.Defaults.Provenance = fmt.Sprintf("derived: the embedded pack's defaults (%s), AR steps scaled from %d to %d tokens; not measured on this pack",
-		describeSettings(src.Defaults.NumIter, src.Defaults.Steps, src.Defaults.Sampler, src.Defaults.Eta), srcL, L)
+	what := describeSettings(src.Defaults.NumIter, src.Defaults.Steps, src.Defaults.Sampler, src.Defaults.Eta)
+	out.Defaults.Provenance = fmt.Sprintf("derived: the embedded pack's defaults (%s), unchanged; not measured on this pack", what)
+	if src.Defaults.NumIter > 0 && srcL != L {
+		out.Defaults.Provenance = fmt.Sprintf("derived: the embedded pack's defaults (%s), AR steps scaled from %d to %d tokens; not measured on this pack", what, srcL, L)
+	}
 	for name, p := range src.Presets {
 		q := p
 		q.NumIter = scaleIter(p.NumIter, srcL, L)
