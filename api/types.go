@@ -232,13 +232,43 @@ type Model struct {
 	// when it carries a distilled head, with the step counts that head was trained for.
 	Samplers       []string `json:"samplers,omitempty"`
 	DistilledSteps []int    `json:"distilled_steps,omitempty"`
+	// Defaults are what this pack samples with where a request and its preset set nothing.
+	Defaults *Defaults `json:"defaults,omitempty"`
 }
 
-// Models lists the packs and presets.
+// Defaults are a pack's default sampling settings, resolved (docs/model-pack.md, "Settings").
+type Defaults struct {
+	NumIter     int      `json:"num_iter"` // AR steps
+	Steps       int      `json:"steps"`    // diffusion steps
+	Sampler     string   `json:"sampler"`
+	Eta         *float64 `json:"eta,omitempty"` // ddim only
+	CFG         float64  `json:"cfg"`
+	CFGSchedule string   `json:"cfg_schedule"`
+	Temperature float64  `json:"temperature"`
+	// Provenance says where the values come from: "published: ...", "measured: ...",
+	// "chosen: ...", or "derived: ..." for a pack whose manifest has no settings.
+	Provenance string `json:"provenance"`
+}
+
+// PresetInfo is one preset of the running pack.
+type PresetInfo struct {
+	Mode       string `json:"mode"`
+	About      string `json:"about"`
+	Provenance string `json:"provenance"`
+	// Evaluation marks the preset that reproduces the pack's published evaluation.
+	Evaluation bool `json:"evaluation,omitempty"`
+}
+
+// Models lists the packs and the presets of the running pack (the target's, or the draft's
+// when only a draft is served): presets belong to a pack and come from its manifest.
 type Models struct {
 	Models  []Model  `json:"models"`
 	Presets []string `json:"presets"`
-	Modes   []string `json:"modes"`
+	// PresetsOf names the pack the presets are from.
+	PresetsOf string `json:"presets_of,omitempty"`
+	// PresetInfo gives each preset's mode, what it runs and where it comes from.
+	PresetInfo map[string]PresetInfo `json:"preset_info,omitempty"`
+	Modes      []string              `json:"modes"`
 	// DefaultPreset is what a request naming neither preset nor mode runs with ("" = spec).
 	DefaultPreset string `json:"default_preset,omitempty"`
 	// PresetAbout says what each preset runs and what it measured (docs/FRONTIER.md).

@@ -218,6 +218,10 @@ func TestGalleryAsksForToken(t *testing.T) {
 	if eval[bool](t, b, `document.querySelector("#token-box").checkVisibility()`) {
 		t.Fatal("token field shown before the server asked for one")
 	}
+	// the preset control lists the running pack's presets, each titled with its provenance
+	if title := eval[string](t, b, `document.querySelector('#f-preset option[value="fast"]').title`); !strings.Contains(title, "measured: frontier run") {
+		t.Errorf("the fast preset's title %q does not say where it comes from", title)
+	}
 	setValue(t, b, "#f-n", "1")
 	setValue(t, b, "#f-preset", "fast") // the target alone, 7 AR steps: the quickest job
 	b.do(t, "submitting without the token", chromedp.Click(chromedp.CSS("#gen-submit")))

@@ -45,13 +45,22 @@ type ORTModels struct {
 func LoadPack(name string) (*mar.Pack, error) { return LoadPackAt(name, mar.FP32) }
 
 // LoadPackAt is LoadPack with the transformer and head graphs at precision (mar.FP32, mar.Int8).
+// A pack's settings are checked as requests use them (CheckSettings).
 func LoadPackAt(name, precision string) (*mar.Pack, error) {
-	if name == "target" || name == "draft" {
-		if st, err := os.Stat(name); err != nil || !st.IsDir() {
-			return mar.LoadPackFSAt(models.FS, name, path.Join("embedded", name), precision)
-		}
+	var p *mar.Pack
+	var err error
+	if st, serr := os.Stat(name); (name == "target" || name == "draft") && (serr != nil || !st.IsDir()) {
+		p, err = mar.LoadPackFSAt(models.FS, name, path.Join("embedded", name), precision)
+	} else {
+		p, err = mar.LoadPackDirAt(name, precision)
 	}
-	return mar.LoadPackDirAt(name, precision)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckSettings(p.Manifest); err != nil {
+		return nil, fmt.Errorf("%s/manifest.json: %v", p.Source, err)
+	}
+	return p, nil
 }
 
 // Model opens pack (once).

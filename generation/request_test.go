@@ -8,6 +8,7 @@ import (
 	"marspec/api"
 	"marspec/arsampler"
 	"marspec/diffusion"
+	"marspec/mar"
 )
 
 // The settings only the CLI and offline runs give (self-drafting, the lossy knobs, annealing)
@@ -71,58 +72,66 @@ func TestValidateRequestExtras(t *testing.T) {
 	}
 }
 
-// The default of a request that names neither preset nor mode comes from DefaultPreset alone.
+// The default of a request that names neither preset nor mode is the pack's default preset.
 func TestDefaultPreset(t *testing.T) {
-	mode, preset, _, err := ResolveMode(Request{})
+	set := EmbeddedSettings()
+	mode, preset, _, err := ResolveMode(Request{}, set, "target")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if DefaultPreset == "" {
+	if set.DefaultPreset == "" {
 		if mode != ModeSpec || preset != "" {
 			t.Fatalf("no default preset: mode %q preset %q, want spec and none", mode, preset)
 		}
 		return
 	}
-	if _, ok := Presets[DefaultPreset]; !ok {
-		t.Fatalf("DefaultPreset %q is not in Presets", DefaultPreset)
-	}
-	if preset != DefaultPreset || mode != Presets[DefaultPreset].Mode {
-		t.Fatalf("default: mode %q preset %q, want preset %s", mode, preset, DefaultPreset)
+	if preset != set.DefaultPreset || mode != set.Presets[set.DefaultPreset].Mode {
+		t.Fatalf("default: mode %q preset %q, want preset %s", mode, preset, set.DefaultPreset)
 	}
 	// an explicit mode is not overridden by the default preset
-	if m, p, _, _ := ResolveMode(Request{GenerateRequest: api.GenerateRequest{Mode: ModeDraft}}); m != ModeDraft || p != "" {
+	if m, p, _, _ := ResolveMode(Request{GenerateRequest: api.GenerateRequest{Mode: ModeDraft}}, set, "target"); m != ModeDraft || p != "" {
 		t.Fatalf("explicit draft mode: %q %q", m, p)
 	}
 }
 
-// How a default preset applies, whatever DefaultPreset is today: only to requests naming
-// neither mode nor preset, and not to one asking for speculative settings when the default
-// preset runs another mode.
+// testSettings is a pack's settings with the given presets (provenance filled in).
+func testSettings(def string, presets map[string]Preset) *mar.Settings {
+	set := &mar.Settings{DefaultPreset: def, Presets: map[string]Preset{},
+		Defaults: mar.Defaults{CFG: 1, CFGSchedule: "linear", Temperature: 1, Provenance: "chosen: test"}}
+	for name, p := range presets {
+		p.About, p.Provenance = "test preset "+name, "chosen: test"
+		set.Presets[name] = p
+	}
+	return set
+}
+
+// withSettings is cat whose target pack carries set.
+func withSettings(cat Catalog, set *mar.Settings) Catalog {
+	man := *cat.Target
+	man.Settings = set
+	cat.Target = &man
+	return cat
+}
+
+// How a default preset applies, whatever the pack's is: only to requests naming neither mode
+// nor preset, and not to one asking for speculative settings when the default preset runs
+// another mode.
 func TestDefaultPresetRules(t *testing.T) {
-	var other, spec string // a preset of another mode than spec, and a spec one
-	for _, name := range PresetNames() {
-		if Presets[name].Mode == ModeSpec && spec == "" {
-			spec = name
-		} else if Presets[name].Mode != ModeSpec && other == "" {
-			other = name
-		}
-	}
-	if other == "" || spec == "" {
-		t.Skip("the presets table lacks a spec or a non-spec preset")
-	}
+	presets := map[string]Preset{"other": {Mode: ModeTarget, NumIter: 2}, "spec": {Mode: ModeSpec, Acceptance: "exact"}}
 	withGamma := Request{GenerateRequest: api.GenerateRequest{Gamma: "4"}}
 	for _, c := range []struct {
 		req               Request
 		def, mode, preset string
 	}{
-		{Request{}, other, Presets[other].Mode, other},
-		{Request{}, spec, ModeSpec, spec},
-		{withGamma, other, ModeSpec, ""},
-		{withGamma, spec, ModeSpec, spec},
-		{Request{GenerateRequest: api.GenerateRequest{Mode: ModeDraft}}, other, ModeDraft, ""},
-		{Request{GenerateRequest: api.GenerateRequest{Preset: spec}}, other, ModeSpec, spec},
+		{Request{}, "other", ModeTarget, "other"},
+		{Request{}, "spec", ModeSpec, "spec"},
+		{Request{}, "", ModeSpec, ""},
+		{withGamma, "other", ModeSpec, ""},
+		{withGamma, "spec", ModeSpec, "spec"},
+		{Request{GenerateRequest: api.GenerateRequest{Mode: ModeDraft}}, "other", ModeDraft, ""},
+		{Request{GenerateRequest: api.GenerateRequest{Preset: "spec"}}, "other", ModeSpec, "spec"},
 	} {
-		mode, preset, _, err := resolveMode(c.req, c.def)
+		mode, preset, _, err := ResolveMode(c.req, testSettings(c.def, presets), "p")
 		if err != nil || mode != c.mode || preset != c.preset {
 			t.Errorf("default %s, request %+v: mode %q preset %q (%v), want %q %q", c.def, c.req.GenerateRequest, mode, preset, err, c.mode, c.preset)
 		}
@@ -133,8 +142,7 @@ func TestDefaultPresetRules(t *testing.T) {
 // pass the same checks.
 func TestPresetSteps(t *testing.T) {
 	_, cat := TestModels()
-	Presets["test-steps"] = Preset{Mode: ModeTarget, NumIter: 3, Steps: 8, StepsLate: 4, FinalStepNoise: true}
-	defer delete(Presets, "test-steps")
+	cat = withSettings(cat, testSettings("", map[string]Preset{"test-steps": {Mode: ModeTarget, NumIter: 3, Steps: 8, StepsLate: 4, FinalStepNoise: true}}))
 	req := func(edit func(*api.GenerateRequest)) api.GenerateRequest {
 		r := api.GenerateRequest{Class: api.Classes{"0"}, Preset: "test-steps"}
 		if edit != nil {
@@ -164,10 +172,9 @@ func TestPresetSteps(t *testing.T) {
 // preset's fallback, named in the plan; one the fallback cannot run either keeps its error.
 func TestPresetSamplerAndFallback(t *testing.T) {
 	one := 1.0
-	Presets["test-distilled"] = Preset{Mode: ModeTarget, NumIter: 3, Steps: 2, Sampler: "distilled", FinalStepNoise: true, Fallback: "test-ddim"}
-	Presets["test-ddim"] = Preset{Mode: ModeTarget, NumIter: 3, Steps: 5, Sampler: "ddim", Eta: &one, FinalStepNoise: true}
-	defer delete(Presets, "test-distilled")
-	defer delete(Presets, "test-ddim")
+	set := testSettings("", map[string]Preset{
+		"test-distilled": {Mode: ModeTarget, NumIter: 3, Steps: 2, Sampler: "distilled", FinalStepNoise: true, Fallback: "test-ddim"},
+		"test-ddim":      {Mode: ModeTarget, NumIter: 3, Steps: 5, Sampler: "ddim", Eta: &one, FinalStepNoise: true}})
 	req := func(edit func(*api.GenerateRequest)) api.GenerateRequest {
 		r := api.GenerateRequest{Class: api.Classes{"0"}, Preset: "test-distilled"}
 		if edit != nil {
@@ -176,6 +183,7 @@ func TestPresetSamplerAndFallback(t *testing.T) {
 		return r
 	}
 	_, withHead := TestModelsWithDistilled()
+	withHead = withSettings(withHead, set)
 	p, err := Validate(req(nil), withHead)
 	if err != nil || p.Preset != "test-distilled" || p.Options.Sampler != diffusion.Distilled || p.Options.Steps != 2 || p.Options.NumIter != 3 {
 		t.Fatalf("distilled preset on a pack with the head: %s %+v %v", p.Preset, p.Options, err)
@@ -185,6 +193,7 @@ func TestPresetSamplerAndFallback(t *testing.T) {
 		t.Fatalf("an explicit sampler must take the pack's steps and eta, not the preset's: %+v %v", p.Options, err)
 	}
 	_, noHead := TestModels()
+	noHead = withSettings(noHead, set)
 	for name, c := range map[string]struct {
 		cat  Catalog
 		edit func(*api.GenerateRequest)
@@ -206,16 +215,18 @@ func TestPresetSamplerAndFallback(t *testing.T) {
 	}
 }
 
-// Every preset runs on a pack without a distilled head (itself or through its fallback, which
-// must exist and not need the head), and the default request runs the head where the pack has
-// one: the default must serve any pack, not only the embedded target.
+// Every preset of the embedded pack runs on a pack without a distilled head (itself or through
+// its fallback, which must exist and not need the head), and the default request runs the head
+// where the pack has one: the embedded pack's settings are also what a pack without settings
+// derives from, so they must serve any pack.
 func TestPresetsRunOnEveryPack(t *testing.T) {
 	_, noHead := TestModels()
 	_, withHead := TestModelsWithDistilled()
-	for _, name := range PresetNames() {
-		pre := Presets[name]
+	set := EmbeddedSettings()
+	for _, name := range set.PresetNames() {
+		pre := set.Presets[name]
 		if pre.Fallback != "" {
-			fb, ok := Presets[pre.Fallback]
+			fb, ok := set.Presets[pre.Fallback]
 			if !ok || fb.Sampler == string(diffusion.Distilled) || fb.Fallback != "" {
 				t.Errorf("preset %s falls back to %q: want an existing preset that needs no distilled head and has no fallback of its own", name, pre.Fallback)
 			}
@@ -230,9 +241,9 @@ func TestPresetsRunOnEveryPack(t *testing.T) {
 		}
 	}
 	p, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}}, withHead)
-	def := Presets[DefaultPreset]
-	if err != nil || p.Preset != DefaultPreset || string(p.Options.Sampler) != def.Sampler && def.Sampler != "" {
-		t.Errorf("default request on the pack with the head: preset %q sampler %q (%v), want %s's own", p.Preset, p.Options.Sampler, err, DefaultPreset)
+	def := set.Presets[set.DefaultPreset]
+	if err != nil || p.Preset != set.DefaultPreset || string(p.Options.Sampler) != def.Sampler && def.Sampler != "" {
+		t.Errorf("default request on the pack with the head: preset %q sampler %q (%v), want %s's own", p.Preset, p.Options.Sampler, err, set.DefaultPreset)
 	}
 	if def.Fallback != "" {
 		p, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}}, noHead)

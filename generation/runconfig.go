@@ -213,3 +213,27 @@ func dedupe(list []string) []string {
 	}
 	return out
 }
+
+// PresetFromRunConfig is the preset that samples as the run configuration text does (target
+// and draft kinds): the form a frontier's chosen point takes in a pack's manifest.
+func PresetFromRunConfig(text string) (Preset, error) {
+	_, req, err := readRunConfig(text, Request{})
+	if err != nil {
+		return Preset{}, err
+	}
+	if req.Mode == ModeSpec {
+		return Preset{}, fieldErr("configuration", strconv.Quote(text), "a target or draft configuration", "spec configurations are not tuned into presets")
+	}
+	p := Preset{Mode: req.Mode, Sampler: req.Sampler, Eta: req.Eta}
+	if req.NumIter != nil {
+		p.NumIter = *req.NumIter
+	}
+	if req.Steps != nil {
+		p.Steps = *req.Steps
+	}
+	if req.StepsLate != nil {
+		p.StepsLate = *req.StepsLate
+	}
+	p.FinalStepNoise = req.FinalStepNoise != nil && *req.FinalStepNoise
+	return p, nil
+}

@@ -21,6 +21,8 @@ func TestModels() (Fixed, Catalog) {
 	for _, m := range models {
 		m.Manifest.Classes = names
 	}
+	// the target carries the embedded target's presets and defaults (its num_iter fit 6 tokens)
+	models["target"].Manifest.Settings = EmbeddedSettings()
 	return models, Catalog{TargetPack: "target", DraftPack: "draft", Target: models["target"].Manifest,
 		Draft: models["draft"].Manifest, MaxImages: 64, Provider: "cpu"}
 }

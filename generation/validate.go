@@ -81,24 +81,20 @@ func Validate(req api.GenerateRequest, cat Catalog) (Plan, error) {
 	return ValidateRequest(Request{GenerateRequest: req}, cat)
 }
 
-// ResolveMode returns the mode and preset req runs with: its preset's mode, its own mode, or,
-// when it names neither, DefaultPreset's (spec when it names speculative settings but the
-// default preset runs another mode).
-func ResolveMode(req Request) (mode, preset string, pre Preset, err error) {
-	return resolveMode(req, DefaultPreset)
-}
-
-func resolveMode(req Request, defaultPreset string) (mode, preset string, pre Preset, err error) {
+// ResolveMode returns the mode and preset req runs with, resolved against set, the settings of
+// the pack it runs on (PackSettings): its preset's mode, its own mode, or, when it names
+// neither, the pack's default preset's (spec when it names speculative settings but the
+// default preset runs another mode). pack names the pack in errors.
+func ResolveMode(req Request, set *mar.Settings, pack string) (mode, preset string, pre Preset, err error) {
 	mode, preset = req.Mode, req.Preset
-	if preset == "" && mode == "" && defaultPreset != "" {
-		if d, ok := Presets[defaultPreset]; ok && (d.Mode == ModeSpec || specField(req) == "") {
-			preset = defaultPreset
+	if preset == "" && mode == "" && set.DefaultPreset != "" {
+		if d, ok := set.Presets[set.DefaultPreset]; ok && (d.Mode == ModeSpec || specField(req) == "") {
+			preset = set.DefaultPreset
 		}
 	}
 	if preset != "" {
-		var ok bool
-		if pre, ok = Presets[preset]; !ok {
-			return "", "", pre, fieldErr("preset", strconv.Quote(preset), strings.Join(PresetNames(), ", "), "unknown")
+		if pre, err = lookupPreset(set, preset, pack); err != nil {
+			return "", "", pre, err
 		}
 		if mode != "" && mode != pre.Mode {
 			return "", "", pre, fieldErr("mode", mode, "omit it (preset "+preset+" runs mode "+pre.Mode+"), or omit the preset to choose the mode",
@@ -117,11 +113,21 @@ func resolveMode(req Request, defaultPreset string) (mode, preset string, pre Pr
 	return mode, preset, pre, nil
 }
 
+// Settings returns the settings requests in this catalog resolve their presets against: the
+// target pack's (the draft's when only a draft is loaded).
+func (c Catalog) Settings() (*mar.Settings, string) {
+	if c.Target == nil && c.Draft != nil {
+		return PackSettings(c.Draft), c.DraftPack
+	}
+	return PackSettings(c.Target), c.TargetPack
+}
+
 // ValidateRequest checks every value of req against cat and returns the plan. Each defect is
 // a *FieldError wrapping ErrInvalid and naming the field; the first one found is returned.
 func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	var p Plan
-	mode, preset, pre, err := ResolveMode(req)
+	set, setPack := cat.Settings()
+	mode, preset, pre, err := ResolveMode(req, set, setPack)
 	if err != nil {
 		return p, err
 	}
@@ -155,7 +161,10 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	}
 	given := req
 	req = withPreset(req, pre)
-	if p.Options, err = samplingOptions(req, man, Preset{}); err != nil {
+	if mode == ModeSpec && req.NumIter == nil { // the pack's default num_iter is for the modes that take it
+		req.NumIter = ptr(0)
+	}
+	if p.Options, err = samplingOptions(req, man); err != nil {
 		if pre.Fallback != "" { // e.g. a pack without the preset's distilled head
 			fallback := given
 			fallback.Preset, fallback.Mode = pre.Fallback, ""
@@ -239,7 +248,31 @@ func withPreset(req Request, pre Preset) Request {
 		v := true
 		req.FinalStepNoise = &v
 	}
+	if req.CFG == nil && pre.CFG != nil {
+		v := *pre.CFG
+		req.CFG = &v
+	}
+	if req.CFGSchedule == "" {
+		req.CFGSchedule = pre.CFGSchedule
+	}
+	if req.Temperature == nil && pre.Temperature != nil {
+		v := *pre.Temperature
+		req.Temperature = &v
+	}
 	return req
+}
+
+// defaultsPreset is a pack's defaults as a preset, so they fill a request as a preset does
+// (after the request's preset: explicit settings first, then the preset's, then these).
+func defaultsPreset(d mar.Defaults) Preset {
+	p := Preset{NumIter: d.NumIter, Steps: d.Steps, Sampler: d.Sampler, Eta: d.Eta, CFGSchedule: d.CFGSchedule}
+	if d.CFG != 0 {
+		p.CFG = &d.CFG
+	}
+	if d.Temperature != 0 {
+		p.Temperature = &d.Temperature
+	}
+	return p
 }
 
 // samplingFieldUnset reports whether the sampling setting named field was left unset in req
@@ -256,6 +289,12 @@ func samplingFieldUnset(req Request, field string) bool {
 		return req.Sampler == ""
 	case "eta":
 		return req.Eta == nil
+	case "cfg":
+		return req.CFG == nil
+	case "cfg_schedule":
+		return req.CFGSchedule == ""
+	case "temperature":
+		return req.Temperature == nil
 	}
 	return false
 }
@@ -312,9 +351,12 @@ func checkNumbers(req api.GenerateRequest) error {
 // ranges need no pack (NaN and infinities cannot even be sent as JSON).
 func CheckNumbers(req api.GenerateRequest) error { return checkNumbers(req) }
 
-// samplingOptions fills and checks what every mode shares.
-func samplingOptions(req Request, man *mar.Manifest, pre Preset) (mar.Options, error) {
+// samplingOptions fills and checks what every mode shares: the request's settings, then the
+// pack's defaults (PackSettings), then the built-in ones (no guidance, linear schedule,
+// temperature 1, one token per step, the pack's diffusion steps, ddpm).
+func samplingOptions(req Request, man *mar.Manifest) (mar.Options, error) {
 	L := man.SeqLen()
+	req = withPreset(req, defaultsPreset(PackSettings(man).Defaults))
 	opt := mar.Options{CFG: 1, CFGSchedule: "linear", Temperature: 1, NumIter: L, Steps: man.Diffusion.SamplingSteps}
 	if req.Seed != nil {
 		if *req.Seed > MaxSeed {
@@ -525,7 +567,7 @@ func exitSettings(req Request, cfg *arsampler.Config) error {
 // speculative ones are ignored): for runs that choose their own classes and images, such as
 // scoring runs, so their cfg, temperature and steps are checked here like a request's.
 func SamplingOptions(req Request, man *mar.Manifest) (mar.Options, error) {
-	return samplingOptions(req, man, Preset{})
+	return samplingOptions(req, man)
 }
 
 // SpecConfig checks the speculative settings of req alone and returns them with sampling as

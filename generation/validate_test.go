@@ -133,16 +133,17 @@ func TestDefaultsAndPresets(t *testing.T) {
 	}
 	// a preset's values pass the request's checks: AR steps beyond the 6 tokens of the test
 	// packs are refused naming the preset, and an explicit num_iter wins
-	for _, name := range PresetNames() {
-		pre := Presets[name]
+	long := withSettings(cat, testSettings("", map[string]Preset{"long": {Mode: ModeTarget, NumIter: 7}}))
+	for _, name := range long.Target.Settings.PresetNames() {
+		pre := long.Target.Settings.Presets[name]
 		if pre.Mode == ModeSpec || pre.NumIter <= cat.Target.SeqLen() {
-			continue
+			t.Fatalf("preset %s fits the pack: the check below would test nothing", name)
 		}
-		_, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: name}, cat)
+		_, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: name}, long)
 		if Field(err) != "preset" || !strings.Contains(err.Error(), fmt.Sprintf("its num_iter %d does not fit", pre.NumIter)) {
 			t.Errorf("%s on a 6-token pack: %v", name, err)
 		}
-		over, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: name, NumIter: i(2)}, cat)
+		over, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Preset: name, NumIter: i(2)}, long)
 		if err != nil || over.Mode != pre.Mode || over.Options.NumIter != 2 {
 			t.Errorf("%s: an explicit num_iter must win over the preset: %+v %v", name, over.Options, err)
 		}

@@ -78,6 +78,31 @@ type Written struct {
 	Interrupted bool    // ctx ended first: Images are those finished by then
 }
 
+// Summary says what the run wrote into dir (of planned images), or, interrupted, what it kept.
+func (w Written) Summary(dir string, planned int) string {
+	if w.Interrupted {
+		msg := fmt.Sprintf("interrupted: kept the %d of %d images finished, in %s", len(w.Images), planned, dir)
+		if w.Grid != "" {
+			msg += ", their grid in " + w.Grid
+		}
+		return msg
+	}
+	return WroteSummary(len(w.Images), dir, w.Grid, w.Heatmap)
+}
+
+// WroteSummary says that n images went into dir, and the grid and acceptance map (each ""
+// when none was drawn) where they went.
+func WroteSummary(n int, dir, grid, heatmap string) string {
+	msg := fmt.Sprintf("wrote %d images to %s", n, dir)
+	if grid != "" {
+		msg += ", the grid to " + grid
+	}
+	if heatmap != "" {
+		msg += ", the acceptance map to " + heatmap
+	}
+	return msg
+}
+
 // WriteRun runs the plan with gen, writing each image into o.Dir as soon as it is finished
 // (each hears of it, for progress), then the grid and the acceptance map. If ctx ends first
 // it keeps the images already written and draws their grid; if the run fails it removes

@@ -61,6 +61,10 @@ type Manifest struct {
 	Precisions map[string]PrecisionSpec `json:"precisions,omitempty"`
 	// DistilledHead names the optional few-step student head (mar/distilled.go).
 	DistilledHead *DistilledHeadSpec `json:"distilled_head,omitempty"`
+	// Settings are the pack's own defaults and named presets, with their provenance
+	// (mar/settings.go); nil in older packs, which get settings derived from the embedded
+	// pack's (generation.PackSettings).
+	Settings *Settings `json:"settings,omitempty"`
 }
 
 // Pack is a manifest plus the bytes of its graphs.
@@ -170,6 +174,11 @@ func (m *Manifest) validate() error {
 	}
 	if d := m.DistilledHead; d != nil {
 		if err := d.validate(m); err != nil {
+			return err
+		}
+	}
+	if s := m.Settings; s != nil {
+		if err := s.validate(); err != nil {
 			return err
 		}
 	}
@@ -335,3 +344,6 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 	}
 	return model, nil
 }
+
+// Validate checks a manifest built or edited in memory as ParseManifest checks one read.
+func (m *Manifest) Validate() error { return m.validate() }

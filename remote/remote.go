@@ -15,6 +15,7 @@ import (
 
 	"marspec/api"
 	"marspec/generation"
+	"marspec/mar"
 )
 
 // Generate runs req on the marspec server at serverURL (`generate --server URL`): it
@@ -143,4 +144,19 @@ func ExplainUnreachable(serverURL string, err error) error {
 		reason = sysErr.Err.Error()
 	}
 	return fmt.Errorf("cannot reach a marspec server at %s (%s): `marspec serve` must be running there (make run starts one at http://127.0.0.1:8080), or fix --server", serverURL, reason)
+}
+
+// Settings are the presets and default preset of the pack a server runs (its GET
+// /v1/models), and that pack's name: what a client resolves a request's mode against before
+// sending it (generation.ResolveMode), since presets belong to the server's pack.
+func Settings(ctx context.Context, serverURL, token string) (*mar.Settings, string, error) {
+	c, err := api.NewClient(serverURL, token, nil)
+	if err != nil {
+		return nil, "", &generation.FieldError{Field: "server", Value: serverURL, Allowed: "http://HOST:PORT", Reason: err.Error()}
+	}
+	m, err := c.Models(ctx)
+	if err != nil {
+		return nil, "", ExplainUnreachable(serverURL, err)
+	}
+	return generation.SettingsFromWire(m), m.PresetsOf, nil
 }

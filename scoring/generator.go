@@ -33,7 +33,7 @@ type chunkGenerator struct {
 // request is (generation.ParseRunConfig); schedule and provider come from the command.
 func newChunkGenerator(text string, s Settings, target, draft *mar.Model, schedule, provider string) (chunkGenerator, error) {
 	base := generation.Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"},
-		Seed: &s.Seed, CFG: &s.CFG, Temperature: &s.Temperature, Steps: &s.Steps, Schedule: schedule}}
+		Seed: &s.Seed, CFG: &s.CFG, CFGSchedule: s.CFGSchedule, Temperature: &s.Temperature, Steps: &s.Steps, Schedule: schedule}}
 	cat := generation.Catalog{TargetPack: "target", DraftPack: "draft", Target: target.Manifest, Draft: draft.Manifest, Provider: provider,
 		Precision: s.Precision}
 	rc, err := generation.ParseRunConfig(text, base, cat)

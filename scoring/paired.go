@@ -28,14 +28,16 @@ type PairedRow struct {
 
 // PairedReport is the frontier over several runs at different seeds of one setting.
 type PairedReport struct {
-	Reference string      `json:"reference"`
-	Seeds     []uint64    `json:"seeds"`
-	CFG       float64     `json:"cfg"`
-	N         int         `json:"n"`
-	Noise     float64     `json:"noise_floor"` // mean two-sample FID of the reference against its second sample
-	Rows      []PairedRow `json:"rows"`
-	Best      string      `json:"recommended,omitempty"`
-	SpeedFrom []string    `json:"speed_runs,omitempty"` // the runs speeds come from, when not the FID runs
+	Reference string   `json:"reference"`
+	Seeds     []uint64 `json:"seeds"`
+	CFG       float64  `json:"cfg"`
+	// Temperature is the runs' diffusion temperature (one setting, like CFG).
+	Temperature float64     `json:"temperature"`
+	N           int         `json:"n"`
+	Noise       float64     `json:"noise_floor"` // mean two-sample FID of the reference against its second sample
+	Rows        []PairedRow `json:"rows"`
+	Best        string      `json:"recommended,omitempty"`
+	SpeedFrom   []string    `json:"speed_runs,omitempty"` // the runs speeds come from, when not the FID runs
 }
 
 // Paired reads finished frontier runs of one CFG, temperature and N at two or more seeds and
@@ -73,7 +75,8 @@ func Paired(dirs, speedDirs []string, reference string) (*PairedReport, error) {
 			}
 		}
 	}
-	rep := &PairedReport{Reference: reference, CFG: runs[0].settings.CFG, N: runs[0].settings.N, SpeedFrom: speedDirs}
+	rep := &PairedReport{Reference: reference, CFG: runs[0].settings.CFG, Temperature: runs[0].settings.Temperature,
+		N: runs[0].settings.N, SpeedFrom: speedDirs}
 	refFID := map[uint64]float64{}
 	var floors []float64
 	for _, r := range runs {

@@ -26,6 +26,13 @@ type Settings struct {
 	// there was a choice resume as they were) or "int8"; the models given to Open must be
 	// opened at it (the CLI's --precision does both).
 	Precision string `json:"precision,omitempty"`
+	// CFGSchedule is the guidance schedule of every configuration: "" for the pack's default
+	// (runs made before it was a setting), or linear or constant (eval --protocol pins it).
+	CFGSchedule string `json:"cfg_schedule,omitempty"`
+	// Protocol and Preset name the published evaluation the run reproduces and the pack's
+	// preset it took its settings from (eval --protocol; "" for other runs).
+	Protocol string `json:"protocol,omitempty"`
+	Preset   string `json:"preset,omitempty"`
 }
 
 // DefaultConfigs are eval's configurations when none are given: the paper's Table 3.

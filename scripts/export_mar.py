@@ -2,9 +2,14 @@
 
   /usr/bin/python3 scripts/export_mar.py --ckpt pretrained/mar_huge/checkpoint-last.pth \
       --model mar_huge --vae pretrained/vae/kl16.ckpt --out packs/mar-huge \
-      [--weights model_ema|model] [--class-names names.txt|torchvision] [--sampling-steps 100]
+      [--weights model_ema|model] [--class-names names.txt|torchvision] [--sampling-steps 100] \
+      [--settings-of mar_base|mar_large|mar_huge|none]
 
 Writes manifest.json, transformer.onnx, head.onnx and decoder.onnx (docs/model-pack.md).
+The manifest carries MAR's published sampling settings for the model size (its "settings":
+defaults and the presets paper, speed and unguided, each with its provenance), so a request to
+`serve --target PACK` samples as the paper evaluates; --settings-of chooses another size's (a
+checkpoint of your own with MAR-B's layout) or none.
 `model_ema` (the weights MAR evaluates) is the default. Loading is strict: a missing or
 unexpected key, or a shape that does not match --model, stops the export and names it.
 """
@@ -135,7 +140,52 @@ def export_transformer(model, cfg, out, external):
         return True
 
 
-def export(model, cfg, vae, out, name, sampling_steps, names, names_source, record, external=False):
+# MAR's published sampling settings per model size: the official README's evaluation commands
+# (ImageNet 256x256, 50,000 images, 50 per class), guidance scale and the FID it reports. Every
+# size evaluates with num_iter 256, 100 diffusion steps, the linear guidance schedule and
+# temperature 1.0; the README suggests num_iter 64 for speed, and evaluates without guidance
+# at cfg 1.0, temperature 0.95.
+PUBLISHED = {"mar_base": {"label": "MAR-B", "cfg": 2.9, "fid": 2.31},
+             "mar_large": {"label": "MAR-L", "cfg": 3.0, "fid": 1.78},
+             "mar_huge": {"label": "MAR-H", "cfg": 3.2, "fid": 1.55}}
+PAPER_NUM_ITER, SPEED_NUM_ITER, PAPER_STEPS = 256, 64, 100
+UNGUIDED_TEMPERATURE = 0.95
+
+
+def published_settings(size, seq_len, note=""):
+    """The manifest's "settings" entry for MAR size `size` (a PUBLISHED key); `note` says how the
+    pack relates to that size when it is not that checkpoint (e.g. random weights)."""
+    if size not in PUBLISHED:
+        raise ValueError(f"no published settings for {size!r} (allowed: {', '.join(sorted(PUBLISHED))})")
+    if seq_len != PAPER_NUM_ITER:
+        raise ValueError(f"MAR's published settings are for {PAPER_NUM_ITER} tokens (a 16x16 grid); this pack has {seq_len}")
+    p = PUBLISHED[size]
+    src = f"published: MAR official README, {p['label']} evaluation command"
+    args = f"num_iter {PAPER_NUM_ITER}, num_sampling_steps {PAPER_STEPS}, cfg {p['cfg']}, cfg_schedule linear, temperature 1.0"
+    tail = f" (FID {p['fid']} on ImageNet 256x256, 50,000 images){note}"
+    guided = {"mode": "target", "steps": PAPER_STEPS, "sampler": "ddpm", "cfg": p["cfg"], "cfg_schedule": "linear",
+              "temperature": 1.0}
+    return {
+        "defaults": {"num_iter": PAPER_NUM_ITER, "steps": PAPER_STEPS, "sampler": "ddpm", "cfg": p["cfg"],
+                     "cfg_schedule": "linear", "temperature": 1.0, "provenance": f"{src}: {args}{tail}"},
+        "default_preset": "paper",
+        "evaluation_preset": "paper",
+        "presets": {
+            "paper": dict(guided, num_iter=PAPER_NUM_ITER,
+                          about=f"{p['label']}'s evaluation setting: {PAPER_NUM_ITER} AR steps, ddpm in {PAPER_STEPS} steps, cfg {p['cfg']} linear, temperature 1.0",
+                          provenance=f"{src}: {args}{tail}"),
+            "speed": dict(guided, num_iter=SPEED_NUM_ITER,
+                          about=f"{p['label']} with {SPEED_NUM_ITER} AR steps (MAR's suggestion for speed), otherwise as paper",
+                          provenance=f"published: MAR official README, num_iter {SPEED_NUM_ITER} suggested for faster generation; the other settings as {p['label']}'s evaluation command{note}"),
+            "unguided": {"mode": "target", "num_iter": PAPER_NUM_ITER, "steps": PAPER_STEPS, "sampler": "ddpm", "cfg": 1.0,
+                         "cfg_schedule": "linear", "temperature": UNGUIDED_TEMPERATURE,
+                         "about": f"{p['label']} without guidance: cfg 1.0, temperature {UNGUIDED_TEMPERATURE}, {PAPER_NUM_ITER} AR steps, ddpm in {PAPER_STEPS} steps",
+                         "provenance": f"published: MAR official README, evaluation without classifier-free guidance: cfg 1.0, temperature {UNGUIDED_TEMPERATURE}{note}"},
+        },
+    }
+
+
+def export(model, cfg, vae, out, name, sampling_steps, names, names_source, record, external=False, settings=None):
     os.makedirs(out, exist_ok=True)
     L, D, W = model.seq_len, model.token_dim, model.class_emb.weight.shape[1]
     batch = {0: "B"}
@@ -169,6 +219,8 @@ def export(model, cfg, vae, out, name, sampling_steps, names, names_source, reco
                          head_parameters=sum(p.numel() for p in model.diffloss.parameters()),
                          vae_parameters=sum(p.numel() for p in vae.parameters()), class_names=names_source),
     }
+    if settings is not None:
+        manifest["settings"] = settings
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
@@ -189,6 +241,8 @@ def main(argv=None):
     ap.add_argument("--class-names", help="file with one class name per line, or torchvision: the ImageNet names of the "
                                           "installed torchvision (default class_000..)")
     ap.add_argument("--sampling-steps", type=int, default=100)
+    ap.add_argument("--settings-of", help="whose published sampling settings the manifest carries: "
+                    + ", ".join(sorted(PUBLISHED)) + ", or none (default: --model's, none for sizes MAR did not publish)")
     ap.add_argument("--external-data", action="store_true",
                     help="always keep the transformer's weights in transformer.onnx.data (automatic over 2 GB)")
     args = ap.parse_args(argv)
@@ -196,12 +250,15 @@ def main(argv=None):
         model, cfg = load_mar(args.ckpt, args.model, args.weights)
         vae = load_vae(args.vae, args.vae_config)
         names, source = class_names(args.class_names, cfg["class_num"])
+        size = args.settings_of or (args.model if args.model in PUBLISHED else "none")
+        note = "" if size == args.model else f"; applied to a {args.model} checkpoint by --settings-of"
+        settings = None if size == "none" else published_settings(size, mo.grid_size(cfg) ** 2, note)
     except (ValueError, OSError) as e:
         sys.exit(f"export_mar: {e}")
     record = {"checkpoint": os.path.abspath(args.ckpt), "weights": args.weights, "model": args.model,
               "vae": os.path.abspath(args.vae), "vae_config": args.vae_config}
     m = export(model, cfg, vae, args.out, args.name or args.model.replace("_", "-"), args.sampling_steps,
-               names, source, record, external=args.external_data)
+               names, source, record, external=args.external_data, settings=settings)
     print(json.dumps({k: m["training"][k] for k in ("model", "weights", "parameters", "class_names")}))
 
 

@@ -55,6 +55,20 @@ func TestFullSizeThroughServe(t *testing.T) {
 		t.Fatalf("GET /v1/models: %+v; want a 256x256x3 target with 1000 classes and a draft", models.Models)
 	}
 
+	// the packs carry MAR-B's published settings (export_mar.py), so the README's POST
+	// ({"class":1,"n":1}) runs MAR-B's evaluation setting, not the embedded toy's presets
+	if strings.Join(models.Presets, ",") != "paper,speed,unguided" || models.DefaultPreset != "paper" || models.PresetsOf != target ||
+		!strings.HasPrefix(models.PresetInfo["paper"].Provenance, "published: MAR official README, MAR-B evaluation command") {
+		t.Errorf("GET /v1/models presets %v default %q of %q, paper's provenance %q; want MAR-B's published ones", models.Presets,
+			models.DefaultPreset, models.PresetsOf, models.PresetInfo["paper"].Provenance)
+	}
+	one := uint64(1)
+	readme := generateOne(t, c, api.GenerateRequest{Class: api.Classes{"1"}, N: 1, Seed: &one}, 1)
+	if s := readme.Settings; s.Preset != "paper" || s.Mode != "target" || s.CFG != 2.9 || s.CFGSchedule != "linear" ||
+		s.Temperature != 1 || s.NumIter != 256 || s.Steps != 100 || s.Sampler != "" {
+		t.Errorf("the README's POST ran %+v; want preset paper: cfg 2.9 linear, temperature 1, num_iter 256, 100 ddpm steps", s)
+	}
+
 	seed, numIter, steps, gamma := uint64(3), 4, 3, api.Gamma("4")
 	asTarget := api.GenerateRequest{Class: api.Classes{"class_207"}, N: 1, Seed: &seed, Mode: "target", NumIter: &numIter, Steps: &steps}
 	tg := generateOne(t, c, asTarget, 207)
@@ -66,8 +80,8 @@ func TestFullSizeThroughServe(t *testing.T) {
 
 	// listed, and filtered by a class named among the thousand
 	all, err := c.List(ctx, api.ListOptions{})
-	if err != nil || all.Total != 2 {
-		t.Fatalf("list: %+v, %v; want the 2 jobs", all, err)
+	if err != nil || all.Total != 3 {
+		t.Fatalf("list: %+v, %v; want the 3 jobs", all, err)
 	}
 	byName, err := c.List(ctx, api.ListOptions{Class: "class_207"})
 	if err != nil || byName.Total != 1 || byName.Generations[0].ID != tg.ID {
@@ -141,7 +155,7 @@ func generateOne(t *testing.T, c *api.Client, req api.GenerateRequest, want int)
 	if err != nil {
 		t.Fatalf("POST %s: %v", req.Mode, err)
 	}
-	if g.Status != api.StatusSucceeded || len(g.Images) != 1 || g.Settings.Mode != req.Mode {
+	if g.Status != api.StatusSucceeded || len(g.Images) != 1 || (req.Mode != "" && g.Settings.Mode != req.Mode) {
 		t.Fatalf("%s job %s: %s (%s), %d images, mode %s; want succeeded, 1, %s", req.Mode, g.ID, g.Status, g.Error, len(g.Images), g.Settings.Mode, req.Mode)
 	}
 	im := g.Images[0]

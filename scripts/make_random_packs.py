@@ -4,6 +4,7 @@
   /usr/bin/python3 scripts/make_random_packs.py --models test_tiny,test_small --vae test_tiny --out out/packs
   /usr/bin/python3 scripts/make_random_packs.py --models mar_draft_small --out out/packs      # a draft for mar_base
   /usr/bin/python3 scripts/make_random_packs.py --models ci_target,ci_draft --vae ci_kl16 --out DIR   # MAR-B's layout, a few MB
+  /usr/bin/python3 scripts/make_random_packs.py --models ci_target --vae ci_kl16 --settings-of mar_huge --out DIR  # with MAR-H's settings
 
 Each pack is what scripts/export_mar.py makes from a real checkpoint (transformer, head,
 KL-16 VAE decoder, 1000 placeholder class names), with random weights: the compute per pass is
@@ -20,6 +21,10 @@ import torch
 
 import export_mar
 import mar_official as mo
+
+
+# packs of MAR-B's token layout that are not MAR-B carry MAR-B's published settings
+SETTINGS_OF = {"ci_target": "mar_base", "ci_draft": "mar_base", "mar_draft_small": "mar_base"}
 
 
 def randomise(model, gen):
@@ -39,8 +44,8 @@ def randomise(model, gen):
         final.bias[half:].mul_(0.02)
 
 
-def make(model_name, vae_name, out, seed, steps, force, checkpoint=False):
-    dest = os.path.join(out, model_name.replace("_", "-"))
+def make(model_name, vae_name, out, seed, steps, force, checkpoint=False, settings_of=None):
+    dest = os.path.join(out, model_name.replace("_", "-") + (f"-as-{settings_of.replace('_', '-')}" if settings_of else ""))
     complete = os.path.exists(os.path.join(dest, "manifest.json")) and (
         not checkpoint or os.path.exists(os.path.join(dest, "checkpoint-last.pth")))
     if complete and not force:
@@ -64,7 +69,15 @@ def make(model_name, vae_name, out, seed, steps, force, checkpoint=False):
     names = [f"class_{i:03d}" for i in range(cfg["class_num"])]
     record = {"checkpoint": "random weights (scripts/make_random_packs.py)", "weights": "random", "model": model_name,
               "vae": "random weights", "vae_config": vae_name, "seed": seed}
-    m = export_mar.export(model, cfg, vae, dest, f"{model_name.replace('_', '-')}-random", steps, names, "placeholder", record)
+    # the sizes MAR published get their settings; packs of MAR-B's token layout (the CI packs,
+    # the small draft) get MAR-B's, saying so; the test sizes (16 tokens) none
+    size = settings_of or (model_name if model_name in export_mar.PUBLISHED else SETTINGS_OF.get(model_name))
+    settings = None
+    if size:
+        note = "; random weights (scripts/make_random_packs.py)" + ("" if size == model_name else f", {model_name} in {size}'s token layout")
+        settings = export_mar.published_settings(size, mo.grid_size(cfg) ** 2, note)
+    m = export_mar.export(model, cfg, vae, dest, f"{model_name.replace('_', '-')}-random", steps, names, "placeholder", record,
+                          settings=settings)
     if checkpoint:  # the same weights in the official layout, for the official code's timing
         torch.save({"model_ema": model.state_dict(), "model": model.state_dict()}, os.path.join(dest, "checkpoint-last.pth"))
         torch.save({"model": {**{"post_quant_conv." + k: v for k, v in vae.post_quant_conv.state_dict().items()},
@@ -82,13 +95,15 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sampling-steps", type=int, default=100)
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--settings-of", choices=sorted(export_mar.PUBLISHED),
+                    help="give the packs this size's published settings (in OUT/<model>-as-<size>): the CI packs in MAR-L's or MAR-H's")
     ap.add_argument("--checkpoint", action="store_true",
                     help="also save the weights in the official layout (checkpoint-last.pth, vae.ckpt) in the pack folder")
     args = ap.parse_args()
     for i, name in enumerate(args.models.split(",")):
         if name not in mo.MAR_PRESETS:
             sys.exit(f"make_random_packs: model {name!r} unknown (allowed: {', '.join(sorted(mo.MAR_PRESETS))})")
-        make(name, args.vae, args.out, args.seed + i, args.sampling_steps, args.force, args.checkpoint)
+        make(name, args.vae, args.out, args.seed + i, args.sampling_steps, args.force, args.checkpoint, args.settings_of)
 
 
 if __name__ == "__main__":

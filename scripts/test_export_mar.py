@@ -97,6 +97,25 @@ def check_strict_loading(d, ckpt, vae_path):
     expect_error(lambda: export_mar.load_vae(p, "test_tiny"), "unexpected keys: decoder.bogus")
 
 
+def check_published_settings():
+    """Each MAR size's manifest settings are the official README's evaluation arguments, and a
+    pack that is not 256 tokens is refused them by name."""
+    for size, cfg in (("mar_base", 2.9), ("mar_large", 3.0), ("mar_huge", 3.2)):
+        s = export_mar.published_settings(size, 256)
+        paper, speed, unguided = s["presets"]["paper"], s["presets"]["speed"], s["presets"]["unguided"]
+        got = (paper["num_iter"], paper["steps"], paper["cfg"], paper["cfg_schedule"], paper["temperature"])
+        assert got == (256, 100, cfg, "linear", 1.0), (size, got)
+        assert (speed["num_iter"], speed["cfg"]) == (64, cfg), (size, speed)
+        assert (unguided["cfg"], unguided["temperature"], unguided["num_iter"]) == (1.0, 0.95, 256), (size, unguided)
+        d = s["defaults"]
+        assert (d["num_iter"], d["steps"], d["cfg"], d["cfg_schedule"], d["temperature"]) == got, (size, d)
+        assert s["default_preset"] == s["evaluation_preset"] == "paper", size
+        for p in [d] + list(s["presets"].values()):
+            assert p["provenance"].startswith("published: MAR official README"), p["provenance"]
+    expect_error(lambda: export_mar.published_settings("mar_base", 16), "published settings are for 256 tokens")
+    expect_error(lambda: export_mar.published_settings("test_tiny", 256), "no published settings for 'test_tiny'")
+
+
 def check_unpatchify(gen):
     """Against MAR's definition written as loops: token (row, col) channel c, offset (i, j)."""
     g, p, c = 3, 2, 2
@@ -158,6 +177,7 @@ def main():
     ckpt, vae_path, raw, ema, vae, cfg = make_checkpoints(args.out, gen)
     check_strict_loading(args.out, ckpt, vae_path)
     check_unpatchify(gen)
+    check_published_settings()
     pack = os.path.join(args.out, "pack")
     export_mar.main(["--ckpt", ckpt, "--model", "test_tiny", "--vae", vae_path, "--vae-config", "test_tiny",
                      "--out", pack, "--name", "mar-test-tiny", "--sampling-steps", "10"])

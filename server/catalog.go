@@ -8,10 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"marspec/api"
-	"marspec/diffusion"
 	"marspec/generation"
-	"marspec/mar"
 )
 
 // Read-only resources: image files and the model catalog.
@@ -34,30 +31,5 @@ func (s *Server) image(c *gin.Context) {
 }
 
 func (s *Server) models(c *gin.Context) {
-	out := api.Models{Presets: generation.PresetNames(), Modes: []string{generation.ModeTarget, generation.ModeDraft, generation.ModeSpec},
-		DefaultPreset: generation.DefaultPreset, PresetAbout: map[string]string{}}
-	for name, p := range generation.Presets {
-		out.PresetAbout[name] = p.About
-	}
-	if man := s.cat.Target; man != nil {
-		out.Models = append(out.Models, wireModel("target", man, s.cat.MaxImages))
-	}
-	if man := s.cat.Draft; man != nil {
-		out.Models = append(out.Models, wireModel("draft", man, s.cat.MaxImages))
-	}
-	c.JSON(http.StatusOK, out)
-}
-
-func wireModel(role string, man *mar.Manifest, maxImages int) api.Model {
-	m := api.Model{Role: role, Name: man.Name, Classes: man.Classes, SeqLen: man.SeqLen(), Steps: man.Diffusion.SamplingSteps,
-		Image: [3]int{man.Image.Height, man.Image.Width, man.Image.Channels}, MaxImage: maxImages}
-	for _, s := range diffusion.Samplers {
-		if s != diffusion.Distilled || man.DistilledHead != nil {
-			m.Samplers = append(m.Samplers, string(s))
-		}
-	}
-	if man.DistilledHead != nil {
-		m.DistilledSteps = man.DistilledHead.Steps
-	}
-	return m
+	c.JSON(http.StatusOK, generation.WireModels(s.cat))
 }

@@ -21,8 +21,8 @@ func readDoc(t *testing.T, path string) string {
 	return strings.Join(strings.Fields(string(data)), " ") // line breaks as spaces
 }
 
-// Where the docs state a default, it is the code's: the default preset, the presets, and the
-// serve settings' defaults, so a change to the code that forgets the docs fails here.
+// Where the docs state a default, it is the code's: the embedded pack's default preset and
+// presets, and the serve settings' defaults, so a change to the code that forgets the docs fails here.
 func TestDocsStateTheCodesDefaults(t *testing.T) {
 	defaultPreset := regexp.MustCompile("default preset, `([a-z]+)`")
 	for _, doc := range []string{"README.md", "docs/api.md", "docs/gallery.md"} {
@@ -32,15 +32,15 @@ func TestDocsStateTheCodesDefaults(t *testing.T) {
 			t.Errorf("%s does not state the default preset as \"default preset, `NAME`\"", doc)
 		}
 		for _, m := range found {
-			if m[1] != generation.DefaultPreset {
-				t.Errorf("%s says the default preset is %s; the code's is %s", doc, m[1], generation.DefaultPreset)
+			if def := generation.EmbeddedSettings().DefaultPreset; m[1] != def {
+				t.Errorf("%s says the default preset is %s; the embedded pack's is %s", doc, m[1], def)
 			}
 		}
 		if strings.Contains(text, "`spec` (default)") || strings.Contains(text, "the default: speculative") {
 			t.Errorf("%s still calls speculative decoding the default", doc)
 		}
 	}
-	presets := "`" + strings.Join(generation.PresetNames(), "`, `") + "`"
+	presets := "`" + strings.Join(generation.EmbeddedSettings().PresetNames(), "`, `") + "`"
 	for _, doc := range []string{"docs/api.md", "docs/gallery.md"} {
 		if !strings.Contains(readDoc(t, doc), presets) {
 			t.Errorf("%s does not list the presets as %s", doc, presets)

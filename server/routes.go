@@ -45,7 +45,12 @@ func (s *Server) routes() http.Handler {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)
 	r.GET("/metrics", gin.WrapH(s.metrics.handler()))
-	r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapiJSON) })
+	doc, err := servedOpenAPI(s.cat)
+	if err != nil { // the embedded file is tested to parse; keep serving it as it is
+		s.log.Error("openapi.json", "err", err)
+		doc = openapiJSON
+	}
+	r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", doc) })
 	if s.ui != nil {
 		ui := http.FS(s.ui)
 		r.GET("/", func(c *gin.Context) { c.FileFromFS("/", ui) })

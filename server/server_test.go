@@ -468,7 +468,7 @@ func TestJobGrid(t *testing.T) {
 // A pack with a distilled head lists it among its samplers, with the step counts it runs.
 func TestModelListsDistilledHead(t *testing.T) {
 	_, cat := generation.TestModelsWithDistilled()
-	m := wireModel("target", cat.Target, 0)
+	m := generation.WireModels(cat).Models[0]
 	if !slices.Contains(m.Samplers, "distilled") || !slices.Equal(m.DistilledSteps, []int{1, 2, 4}) {
 		t.Errorf("samplers %v, distilled steps %v; want distilled with 1, 2, 4", m.Samplers, m.DistilledSteps)
 	}

@@ -27,11 +27,26 @@ async function start() {
     $("#c-class").appendChild(el("option", { value: i }, name));
     $("#g-class").appendChild(el("option", { value: i }, name));
   });
+  // the presets are the running pack's (its manifest's), each with where it comes from
   const about = app.models.preset_about || {};
-  for (const p of app.models.presets || []) $("#f-preset").appendChild(el("option", { value: p, title: about[p] || "" }, p));
+  const info = app.models.preset_info || {};
+  const presetTitle = (p) => [about[p], info[p] && info[p].provenance].filter(Boolean).join(" — ");
+  for (const p of app.models.presets || []) {
+    const tag = info[p] && info[p].evaluation ? " (paper evaluation)" : "";
+    $("#f-preset").appendChild(el("option", { value: p, title: presetTitle(p) }, p + tag));
+  }
   const def = $("#f-preset").querySelector('option[value=""]');
   def.textContent = app.models.default_preset ? `default (${app.models.default_preset})` : "default (speculative)";
-  def.title = about[app.models.default_preset] || "";
+  def.title = presetTitle(app.models.default_preset);
+  // the pack's defaults show where a field is left empty
+  const d = target && target.defaults;
+  if (d) {
+    $("#f-num_iter").placeholder = String(d.num_iter);
+    $("#f-steps").placeholder = String(d.steps);
+    $("#f-cfg").placeholder = String(d.cfg);
+    $("#f-temperature").placeholder = String(d.temperature);
+    $("#f-cfg").title = $("#f-temperature").title = "pack default: " + d.provenance;
+  }
   for (const s of (target && target.samplers) || []) {
     const steps = s === "distilled" && target.distilled_steps ? ` (steps ${target.distilled_steps.join(", ")})` : "";
     $("#f-sampler").appendChild(el("option", { value: s }, s + steps));

@@ -26,7 +26,7 @@ func runEval(args []string) error {
 	rt.addPrecisionFlag(fs)
 	var s scoring.Settings
 	out := fs.String("out", "", "run folder (required); an existing one is resumed")
-	fs.IntVar(&s.N, "n", 2000, "images per configuration (classes cycle 0..9)")
+	fs.IntVar(&s.N, "n", 2000, "images per configuration (classes cycle over the target's); with --protocol: 50 per class unless given")
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of every configuration")
 	fs.IntVar(&s.Batch, "batch", 32, "images in flight")
 	fs.IntVar(&s.Chunk, "chunk", 64, "images per chunk (the unit of resuming and sharding)")
@@ -40,6 +40,7 @@ func runEval(args []string) error {
 	evaluator := fs.String("evaluator", "evaluator", "evaluator (embedded or a folder)")
 	schedule := fs.String("schedule", "auto", "prefix rounds: batched, lazy or auto (lazy on cpu); the images are the same, only the cost differs, so it is not part of the run's settings")
 	reference := fs.String("reference", "", "reference statistics .npz (default: the embedded Fashion-MNIST test set)")
+	protocol := fs.String("protocol", "", "reproduce a published evaluation setting for setting: mar (50 images per class, the target pack's paper-evaluation preset; needs --evaluator and --reference); a smaller --n is a first look")
 	quiet := addQuietFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -58,6 +59,13 @@ func runEval(args []string) error {
 	}
 	s.Configs = splitList(*configs)
 	var err error
+	if *protocol != "" {
+		var given []string
+		fs.Visit(func(f *flag.Flag) { given = append(given, f.Name) })
+		if err := scoring.ApplyProtocol(*protocol, &s, given, *evaluator, *reference, os.Stdout); err != nil {
+			return err
+		}
+	}
 	if s.Precision, err = rt.pinnedPrecision(); err != nil {
 		return fmt.Errorf("--precision: %w", err)
 	}

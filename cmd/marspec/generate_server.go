@@ -27,8 +27,8 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 			return &generation.FieldError{Field: name, Allowed: "omit it with --server", Reason: "the server runs its own packs and settings; this flag applies to a local run only"}
 		}
 	}
-	if g.n < 1 { // the wire reads n 0 as "the default"
-		return &generation.FieldError{Field: "n", Value: strconv.Itoa(g.n), Allowed: "at least 1 image per class"}
+	if g.N < 1 { // the wire reads n 0 as "the default"
+		return &generation.FieldError{Field: "n", Value: strconv.Itoa(g.N), Allowed: "at least 1 image per class"}
 	}
 	req, _, err := g.request(set, false)
 	if err != nil {
@@ -37,7 +37,17 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	if err := generation.CheckNumbers(req.GenerateRequest); err != nil {
 		return err
 	}
-	mode, _, _, err := generation.ResolveMode(req)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // Ctrl-C cancels the job there
+	defer stop()
+	token := g.token
+	if token == "" {
+		token = os.Getenv("MARSPEC_TOKEN")
+	}
+	settings, pack, err := remote.Settings(ctx, g.server, token)
+	if err != nil {
+		return err
+	}
+	mode, _, _, err := generation.ResolveMode(req, settings, pack)
 	if err != nil {
 		return err
 	}
@@ -49,12 +59,6 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	if err != nil {
 		made.Undo()
 		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // Ctrl-C cancels the job there
-	defer stop()
-	token := g.token
-	if token == "" {
-		token = os.Getenv("MARSPEC_TOKEN")
 	}
 	var progressOut io.Writer = os.Stderr
 	if g.quiet {
@@ -72,7 +76,6 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 	for _, f := range files {
 		made.File(f)
 	}
-	written := fmt.Sprintf("wrote %d images to %s", len(files), g.out)
 	if grid == "none" {
 		grid = ""
 	}
@@ -80,13 +83,7 @@ func (g *generateFlags) runOnServer(set map[string]bool) error {
 		made.Undo()
 		return err
 	}
-	if grid != "" {
-		written += ", the grid to " + grid
-	}
-	if g.heatmap != "" {
-		written += ", the acceptance map to " + g.heatmap
-	}
-	fmt.Fprintln(os.Stderr, written)
+	fmt.Fprintln(os.Stderr, generation.WroteSummary(len(files), g.out, grid, g.heatmap))
 	if g.jsonOut {
 		return json.NewEncoder(os.Stdout).Encode(job)
 	}

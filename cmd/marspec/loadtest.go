@@ -8,16 +8,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
 	"marspec/api"
 	"marspec/generation"
 	"marspec/loadtest"
+	"marspec/mar"
 	"marspec/remote"
 	"marspec/server"
 	"marspec/web"
@@ -31,6 +30,8 @@ type loadFlags struct {
 	minImg, maxImg  int
 	numIter         *int // nil: the request leaves it to the service
 	mode, preset    string
+	runMode         string // the mode and preset the requests run with, resolved against the target pack (check)
+	runPreset       string
 	crossBatch      string
 	seed            uint64
 	maxBatch, queue int
@@ -50,8 +51,8 @@ func runLoadtest(args []string) error {
 	fs.DurationVar(&f.duration, "duration", 5*time.Minute, "per pass, no new request after this (running ones finish)")
 	images := fs.String("images", "2-4", "images per request: N or LO-HI (uniform)")
 	numIter := fs.Int("num-iter", 0, "AR steps per image (target and draft modes; 0 = one token per step); unset: the service's default")
-	fs.StringVar(&f.mode, "mode", "", "target, draft or spec; unset: the service's default request (its default preset, "+generation.DefaultPreset+")")
-	fs.StringVar(&f.preset, "preset", "", "a preset for every request: "+strings.Join(generation.PresetNames(), ", ")+"; unset: the service's default")
+	fs.StringVar(&f.mode, "mode", "", "target, draft or spec; unset: the service's default request (the default preset of its target pack)")
+	fs.StringVar(&f.preset, "preset", "", "a preset for every request, one of the target pack's (marspec models lists them); unset: the service's default")
 	fs.StringVar(&f.crossBatch, "cross-batch", "both", "in-process server: on, off (one request per batch) or both, side by side")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the request mix (classes, counts) and of the requests")
 	fs.IntVar(&f.maxBatch, "max-batch", 32, "in-process server: images in flight per engine group")
@@ -111,16 +112,11 @@ func runLoadtest(args []string) error {
 }
 
 func (f *loadFlags) check(images string) error {
-	lo, hi, ok := strings.Cut(images, "-")
-	if !ok {
-		hi = lo
+	var err error
+	if f.minImg, f.maxImg, err = loadtest.ParseImages(images); err != nil {
+		return err
 	}
-	var err1, err2 error
-	f.minImg, err1 = strconv.Atoi(lo)
-	f.maxImg, err2 = strconv.Atoi(hi)
 	switch {
-	case err1 != nil || err2 != nil || f.minImg < 1 || f.maxImg < f.minImg || f.maxImg > 256:
-		return fmt.Errorf("--images %q: want N or LO-HI with 1 <= LO <= HI <= 256", images)
 	case f.clients < 1 || f.clients > 256:
 		return fmt.Errorf("--clients %d out of range (allowed: 1 to 256)", f.clients)
 	case f.reqs < 1 || f.reqs > 10000:
@@ -134,14 +130,14 @@ func (f *loadFlags) check(images string) error {
 	case f.server != "" && f.crossBatch != "both":
 		return fmt.Errorf("--cross-batch applies to the in-process server; start --server with --cross-batch=%v instead", f.crossBatch == "on")
 	}
-	if _, _, _, err := generation.ResolveMode(f.request()); err != nil {
+	if f.runMode, f.runPreset, err = f.resolve(); err != nil {
 		return err
 	}
-	if err := generation.CheckNumbers(f.request().GenerateRequest); err != nil {
+	if err := generation.CheckNumbers(f.mix().Request().GenerateRequest); err != nil {
 		return err
 	}
 	for _, s := range f.servers() {
-		if err := loopbackOnly(s); err != nil {
+		if err := loadtest.LoopbackOnly(s); err != nil {
 			return err
 		}
 	}
@@ -156,49 +152,28 @@ func (f *loadFlags) servers() []string {
 	return strings.Split(f.server, ",")
 }
 
-// request is the settings every request of the mix carries (only what the flags set, so the
-// rest is the service's default).
-func (f *loadFlags) request() generation.Request {
-	return generation.Request{GenerateRequest: api.GenerateRequest{Mode: f.mode, Preset: f.preset, NumIter: f.numIter}}
-}
-
-// resolvedMode is the mode the service will run the requests in.
-func (f *loadFlags) resolvedMode() string {
-	mode, _, _, _ := generation.ResolveMode(f.request())
-	return mode
+// resolve resolves the requests' mode and preset against the target pack's settings: the
+// in-process server's --target, or what --server reports it runs.
+func (f *loadFlags) resolve() (mode, preset string, err error) {
+	var set *mar.Settings
+	pack := f.target
+	if bases := f.servers(); len(bases) > 0 {
+		if set, pack, err = remote.Settings(context.Background(), bases[0], f.token); err != nil {
+			return "", "", err
+		}
+	} else {
+		p, err := generation.LoadPack(f.target)
+		if err != nil {
+			return "", "", err
+		}
+		set = generation.PackSettings(p.Manifest)
+	}
+	mode, preset, _, err = generation.ResolveMode(f.mix().Request(), set, pack)
+	return mode, preset, err
 }
 
 // describeRequest says what the requests run, for the report's header.
-func (f *loadFlags) describeRequest() string {
-	mode, preset, _, _ := generation.ResolveMode(f.request())
-	s := "mode " + mode
-	if preset != "" {
-		s = "preset " + preset + " (" + s + ")"
-		if f.preset == "" {
-			s = "the service's default request: " + s
-		}
-	}
-	if f.numIter != nil {
-		s += fmt.Sprintf(", num_iter %d", *f.numIter)
-	}
-	return s
-}
-
-// loopbackOnly refuses a server that is not this machine: a load test is not for others'.
-func loopbackOnly(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Hostname() == "" {
-		return fmt.Errorf("--server %q: want http://127.0.0.1:PORT", raw)
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("--server %q: loopback addresses only (127.0.0.1, ::1, localhost)", raw)
-}
+func (f *loadFlags) describeRequest() string { return f.mix().Describe(f.runMode, f.runPreset) }
 
 // pass runs the request mix once against a server: --server, or one started here with
 // cross-request batching on or off.
@@ -209,7 +184,7 @@ func (f *loadFlags) pass(batching string, models *generation.Models) (loadtest.R
 		cfg := server.DefaultConfig()
 		cfg.Addr, cfg.MaxBatch, cfg.QueueSize, cfg.CrossBatch = "127.0.0.1:0", f.maxBatch, f.queue, batching == "on"
 		cfg.Target, cfg.Draft, cfg.Drain = f.target, "", 0
-		if mode := f.resolvedMode(); mode == generation.ModeSpec || mode == generation.ModeDraft {
+		if mode := f.runMode; mode == generation.ModeSpec || mode == generation.ModeDraft {
 			cfg.Draft = f.draft
 		}
 		cfg.ORTLib, cfg.Device, cfg.Threads, cfg.ORTTuning = f.rt.ortLib, f.rt.device.String(), f.rt.threads, f.rt.tuning

@@ -20,6 +20,7 @@ usage:
   marspec eval merge --out RUN SHARD...   combine sharded runs
   marspec eval table [-o F] RUN...        one table from finished runs (mean ± std over seeds)
   marspec frontier --out RUN  speed vs quality: configurations interleaved, FID/IS/images/s, Pareto frontier
+  marspec tune --pack DIR --runs RUN,RUN...   write the presets a paired frontier chooses into a pack's manifest
   marspec serve    [flags]   the REST API and gallery at http://127.0.0.1:8080 (docs/api.md)
   marspec loadtest [flags]   concurrent clients against a loopback server: throughput, latency, batching on vs off
 `
@@ -93,6 +94,8 @@ func run(args []string) int {
 		err = runFID(rest)
 	case "eval":
 		err = runEval(rest)
+	case "tune":
+		err = runTune(rest)
 	case "frontier":
 		err = runFrontier(rest)
 	case "serve":
@@ -103,7 +106,7 @@ func run(args []string) int {
 		fmt.Print(usage)
 		return 0
 	default:
-		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval, frontier, serve, loadtest; marspec -h lists them)", cmd)
+		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval, frontier, tune, serve, loadtest; marspec -h lists them)", cmd)
 	}
 	switch {
 	case err == nil, errors.Is(err, errHelpShown), errors.Is(err, flag.ErrHelp):

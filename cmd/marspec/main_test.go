@@ -149,7 +149,7 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 		{"self-draft without a draft mode", nil, []string{"generate", "--mode", "draft", "--draft", "self", "--out", out}, "draft"},
 		{"unknown flag", nil, []string{"generate", "--bogus"}, "flag provided but not defined: -bogus (marspec generate -h lists the flags)"},
 		{"stray argument", nil, []string{"generate", "7"}, `unexpected argument "7"`},
-		{"preset", nil, []string{"generate", "--preset", "turbo"}, `preset "turbo": unknown`},
+		{"preset", nil, []string{"generate", "--preset", "turbo"}, `preset "turbo": not a preset of pack target (allowed: balanced, exact, fast, quality)`},
 		{"model with another mode", nil, []string{"generate", "--model", "target", "--mode", "draft"}, "model target: runs one pack alone (mode target)"},
 		{"eval cfg NaN", nil, []string{"eval", "--cfg", "nan", "--out", filepath.Join(out, "run")}, "cfg NaN: out of range"},
 		{"eval temperature 0", nil, []string{"eval", "--temperature", "0", "--out", filepath.Join(out, "run")}, "temperature 0: out of range"},
@@ -185,7 +185,12 @@ func TestModelsListsClasses(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"fmnist-target", "fmnist-draft", "7=Sneaker", "9=Ankle boot"} {
+	// each pack's defaults and presets with their provenance: the target's from its manifest,
+	// the draft's (none in its manifest) derived and saying so
+	for _, want := range []string{"fmnist-target", "fmnist-draft", "7=Sneaker", "9=Ankle boot",
+		"defaults: num_iter 49, ddpm in 50 steps, cfg 1 (linear), temperature 1 [chosen: ",
+		"preset fast (default): target alone, 3 AR steps, distilled in 2 steps", "[measured: frontier runs docs/frontier/samplers/cfg1-seed1",
+		"settings: none in the manifest; derived from the embedded pack's"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("models output lacks %q:\n%s", want, out)
 		}
@@ -350,8 +355,9 @@ func TestGeneratePreset(t *testing.T) {
 		return got.Params
 	}
 	name := ""
-	for _, n := range generation.PresetNames() {
-		if p := generation.Presets[n]; p.Mode == generation.ModeTarget && p.NumIter > 3 {
+	set := generation.EmbeddedSettings()
+	for _, n := range set.PresetNames() {
+		if p := set.Presets[n]; p.Mode == generation.ModeTarget && p.NumIter > 3 {
 			name = n
 			break
 		}
@@ -359,7 +365,7 @@ func TestGeneratePreset(t *testing.T) {
 	if name == "" {
 		t.Skip("no target-mode preset with fewer AR steps")
 	}
-	if p := params("--preset", name); !strings.Contains(p, "mode=target preset="+name) || !strings.Contains(p, fmt.Sprintf("num_iter=%d ", generation.Presets[name].NumIter)) {
+	if p := params("--preset", name); !strings.Contains(p, "mode=target preset="+name) || !strings.Contains(p, fmt.Sprintf("num_iter=%d ", set.Presets[name].NumIter)) {
 		t.Errorf("--preset %s: %s", name, p)
 	}
 	if p := params("--preset", name, "--num-iter", "3"); !strings.Contains(p, "num_iter=3 ") {

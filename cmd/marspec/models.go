@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 
 	"marspec/generation"
@@ -68,4 +69,5 @@ func describePack(name string, p *mar.Pack) {
 		}
 	}
 	fmt.Printf("  classes: %s\n", strings.Join(classes, ", "))
+	generation.DescribeSettings(os.Stdout, m)
 }
