@@ -173,14 +173,16 @@ class Bench:
                     if k and k >= L:
                         continue
                     n = self.images_for(batch)
-                    self.run(f"{name}/target/b{batch}/k{k}", ["--model", target, "--class", "0", "--n", str(n),
+                    # cfg 1 pinned: a MAR pack's own default is its published guidance, the
+                    # official code's reference runs unguided
+                    self.run(f"{name}/target/b{batch}/k{k}", ["--model", target, "--cfg", "1", "--class", "0", "--n", str(n),
                                                              "--batch", str(batch), "--num-iter", str(k), *steps])
             sb = a.spec_batch
             n = self.images_for(sb)
             for drafter, draft_arg, extra, verifies in self.drafters(target, draft):
                 for gamma in a.gammas:
                     for verify in verifies:
-                        argv = ["--mode", "spec", "--target", target, "--draft", draft_arg, *extra,
+                        argv = ["--mode", "spec", "--target", target, "--draft", draft_arg, "--cfg", "1", *extra,
                                 "--class", "0", "--n", str(n), "--batch", str(sb), "--gamma", str(gamma),
                                 "--prefill", "0.05", "--verify", verify, *steps]
                         self.run(f"{name}/spec-{drafter}/b{sb}/g{gamma}/{verify}", argv)

@@ -218,7 +218,9 @@ class Run:
             ["bench", "--parts", "--target", pack, "--json", "--images", batch, "--batch", batch, "--num-iter", k,
              "--steps", steps, "--rounds", "1"], a.device).strip().splitlines()[-1])}, need=60)
         classes = ",".join(str(c) for c in range(int(batch)))
-        argv = ["--model", pack, "--class", classes, "--n", "1", "--batch", batch, "--num-iter", k, "--steps", steps, "--seed", "3"]
+        # cfg 1 pinned: a MAR pack's default is its published guidance; the official run is unguided
+        argv = ["--model", pack, "--cfg", "1", "--class", classes, "--n", "1", "--batch", batch, "--num-iter", k,
+                "--steps", steps, "--seed", "3"]
         self.guarded(f"fullsize/marspec/b{batch}/k{k}", lambda: {"argv": argv, "stats": self.generate(
             argv, a.device, os.path.join(self.work, "fullsize-marspec"))}, need=60)
         if a.official:
