@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -84,7 +85,8 @@ func CheckCUDAProvider(lib string) error {
 }
 
 // appendCUDA adds the CUDA provider for GPU id. ONNX Runtime loads the provider library here;
-// its message names the CUDA library it could not open (libcudart.so.13, libcublas.so.13, ...).
+// where that fails because a CUDA library is missing, the error names that library in one line
+// (ONNX Runtime's own message is a paragraph about the provider's path).
 func appendCUDA(so *ort.SessionOptions, id int) error {
 	cuda, err := ort.NewCUDAProviderOptions()
 	if err == nil {
@@ -93,13 +95,16 @@ func appendCUDA(so *ort.SessionOptions, id int) error {
 			err = so.AppendExecutionProviderCUDA(cuda)
 		}
 		cuda.Destroy()
+		if err != nil {
+			if lib, reason := missingLibrary(err); lib != "" {
+				return missingCUDALibrary(id, lib, reason)
+			}
+		}
 	} else if strings.Contains(err.Error(), "not enabled in this build") {
-		// a core built without CUDA that still loads the provider library (cuda_legacy.go)
+		// a core built without CUDA that still loads the provider library (cuda_legacy.go); the
+		// CUDA libraries are probed first, so that a missing one is named before the provider loads
 		if lib, reason := probeCUDALibraries(); lib != "" {
-			return fmt.Errorf("--device cuda:%d: CUDA library %s cannot be loaded (%s); the CUDA provider needs CUDA 13 "+
-				"(libcudart.so.13, libcublas.so.13, libcublasLt.so.13, libcurand.so.10), cuDNN 9 (libcudnn.so.9) and the NVIDIA driver "+
-				"(libcuda.so.1) on the library path (LD_LIBRARY_PATH): docs/gpu.md says where they come from; or use --device cpu",
-				id, lib, oneLine(errors.New(reason)))
+			return missingCUDALibrary(id, lib, reason)
 		}
 		err = appendCUDALegacy(LoadedLib(), so, id)
 	}
@@ -109,4 +114,25 @@ func appendCUDA(so *ort.SessionOptions, id int) error {
 			"library path (LD_LIBRARY_PATH) and a visible GPU; or use --device cpu (docs/gpu.md)", id, oneLine(err))
 	}
 	return nil
+}
+
+// missingLibrary finds, in ONNX Runtime's message about a provider it could not load, the CUDA
+// library the loader could not open ("libcublasLt.so.13: cannot open shared object file: ...");
+// "" where the failure is something else (a damaged provider file, no GPU).
+func missingLibrary(err error) (lib, reason string) {
+	m := cannotOpen.FindStringSubmatch(err.Error())
+	if m == nil || strings.HasPrefix(m[1], "libonnxruntime") {
+		return "", ""
+	}
+	return m[1], m[0]
+}
+
+var cannotOpen = regexp.MustCompile(`(lib[\w+.-]*\.so[.\d]*): cannot open shared object file: [^;\n]*`)
+
+// missingCUDALibrary is the one-line error for a CUDA library the provider needs and cannot load.
+func missingCUDALibrary(id int, lib, reason string) error {
+	return fmt.Errorf("--device cuda:%d: CUDA library %s cannot be loaded (%s); the CUDA provider needs CUDA 13 "+
+		"(libcudart.so.13, libcublas.so.13, libcublasLt.so.13, libcurand.so.10), cuDNN 9 (libcudnn.so.9) and the NVIDIA driver "+
+		"(libcuda.so.1) on the library path (LD_LIBRARY_PATH): docs/gpu.md says where they come from; or use --device cpu",
+		id, lib, oneLine(errors.New(reason)))
 }

@@ -1,6 +1,7 @@
 package onnxrt
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,5 +57,23 @@ func TestCheckCUDAProvider(t *testing.T) {
 	}
 	if err := CheckCUDAProvider(""); err == nil {
 		t.Error("no error before the runtime is loaded")
+	}
+}
+
+// ONNX Runtime's message about a provider that did not load names a CUDA library only when the
+// loader could not open one; the provider's own files and other failures are not CUDA's.
+func TestMissingLibrary(t *testing.T) {
+	cases := []struct{ msg, want string }{
+		{"Failed to load library /x/libonnxruntime_providers_cuda.so with error: libcublasLt.so.13: cannot open shared object file: No such file or directory", "libcublasLt.so.13"},
+		{"with error: libcudnn.so.9: cannot open shared object file: No such file or directory; more", "libcudnn.so.9"},
+		{"Failed to load library libonnxruntime_providers_cuda.so: cannot open shared object file: No such file or directory", ""},
+		{"Failed to load library /x/libonnxruntime_providers_shared.so with error: /x/libonnxruntime_providers_shared.so: file too short", ""},
+		{"CUDA failure 100: no CUDA-capable device is detected", ""},
+	}
+	for _, c := range cases {
+		lib, reason := missingLibrary(errors.New(c.msg))
+		if lib != c.want || (lib != "" && !strings.HasPrefix(reason, lib+": cannot open")) {
+			t.Errorf("%q: got %q (%q), want %q", c.msg, lib, reason, c.want)
+		}
 	}
 }

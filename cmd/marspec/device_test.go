@@ -89,8 +89,9 @@ func TestDeviceCUDAWithGPUBuild(t *testing.T) {
 }
 
 // With the GPU build and stand-in CUDA libraries (empty shared objects under the right names):
-// the CUDA libraries load, so marspec goes on to the older C API entry (onnxrt/cuda_legacy.go),
-// ONNX Runtime tries the provider, and the error carries the loader's reason.
+// the CUDA libraries load, so ONNX Runtime tries the provider (through onnxruntime_go's options
+// with the CUDA-built core, through the older C API entry, onnxrt/cuda_legacy.go, with a core
+// built without CUDA), and the error carries the loader's reason.
 func TestDeviceCUDALegacyEntry(t *testing.T) {
 	lib, err := filepath.Abs("../../third_party/onnxruntime-gpu/libonnxruntime.so")
 	if err != nil {
