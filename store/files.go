@@ -33,7 +33,7 @@ func (f *Files) Put(key string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(p, data)
+	return blobErr(writeAtomic(p, data))
 }
 
 // Get reads a blob; ErrNotFound if it is missing.
@@ -46,7 +46,7 @@ func (f *Files) Get(key string) ([]byte, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("file %s missing: %w", key, ErrNotFound)
 	}
-	return data, err
+	return data, blobErr(err)
 }
 
 // DeleteJob removes the job's folder.
@@ -55,7 +55,7 @@ func (f *Files) DeleteJob(job string) error {
 	if err != nil {
 		return err
 	}
-	return os.RemoveAll(p)
+	return blobErr(os.RemoveAll(p))
 }
 
 // writeAtomic writes data to a temporary file in path's folder, syncs it and renames it over

@@ -24,7 +24,7 @@ func (p *Postgres) Claim(owner string, lease time.Duration, reason string) (Job,
 	defer cancel()
 	if _, err := p.pool.Exec(ctx, `UPDATE jobs SET status = $1, error = $2, finished = $3, owner = NULL, lease_until = NULL
 		WHERE cancel_requested AND `+claimable, api.StatusCancelled, reason, time.Now().UnixNano()); err != nil {
-		return Job{}, false, err
+		return Job{}, false, dbErr(err)
 	}
 	j, err := scanPgJob(p.pool.QueryRow(ctx, `UPDATE jobs SET owner = $1, lease_until = now() + $2::interval, attempt = attempt + 1
 		WHERE id = (SELECT id FROM jobs WHERE `+claimable+` ORDER BY created, id LIMIT 1 FOR UPDATE SKIP LOCKED) AND `+claimable+`
@@ -45,7 +45,7 @@ func (p *Postgres) Renew(owner string, ids []string, lease time.Duration) (lost,
 	rows, err := p.pool.Query(ctx, `UPDATE jobs SET lease_until = now() + $3::interval
 		WHERE owner = $1 AND id = ANY($2) AND status IN ('queued', 'running') RETURNING id, cancel_requested`, owner, ids, lease)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, dbErr(err)
 	}
 	kept := map[string]bool{}
 	var id string
@@ -58,7 +58,7 @@ func (p *Postgres) Renew(owner string, ids []string, lease time.Duration) (lost,
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, dbErr(err)
 	}
 	for _, id := range ids {
 		if !kept[id] {
@@ -112,7 +112,7 @@ func (p *Postgres) Waiting() (int, error) {
 	defer cancel()
 	var n int
 	err := p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'queued' AND owner IS NULL`).Scan(&n)
-	return n, err
+	return n, dbErr(err)
 }
 
 // notifyChannel is the one LISTEN/NOTIFY channel replicas talk on.

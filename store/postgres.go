@@ -56,14 +56,14 @@ func (p *Postgres) Close() error { p.pool.Close(); return nil }
 func (p *Postgres) Ping() error {
 	ctx, cancel := opCtx()
 	defer cancel()
-	return p.pool.Ping(ctx)
+	return dbErr(p.pool.Ping(ctx))
 }
 
 func (p *Postgres) exec(sql string, args ...any) (int64, error) {
 	ctx, cancel := opCtx()
 	defer cancel()
 	tag, err := p.pool.Exec(ctx, sql, args...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), dbErr(err)
 }
 
 // CreateJob stores a new job.
@@ -118,7 +118,7 @@ func scanPgJob(row pgx.Row, extra ...any) (Job, error) {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return j, ErrNotFound
 		}
-		return j, err
+		return j, dbErr(err)
 	}
 	j.Created = time.Unix(0, created).UTC()
 	j.Started, j.Finished = fromNanos(started), fromNanos(finished)
@@ -168,7 +168,7 @@ func (p *Postgres) List(f Filter, limit, offset int) ([]Job, int, error) {
 		cond, len(args)+1, len(args)+2)
 	rows, err := p.pool.Query(ctx, q, append(args, limit, offset)...)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, dbErr(err)
 	}
 	defer rows.Close()
 	var out []Job
@@ -181,10 +181,10 @@ func (p *Postgres) List(f Filter, limit, offset int) ([]Job, int, error) {
 		out = append(out, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, err
+		return nil, 0, dbErr(err)
 	}
 	if len(out) == 0 && offset > 0 {
-		err = p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE `+cond, args...).Scan(&total)
+		err = dbErr(p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE `+cond, args...).Scan(&total))
 	}
 	return out, total, err
 }
@@ -200,7 +200,7 @@ func (p *Postgres) jobs(sql string, args ...any) ([]Job, error) {
 	defer cancel()
 	rows, err := p.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, err
+		return nil, dbErr(err)
 	}
 	defer rows.Close()
 	return collect(rows, func(r pgx.Rows) (Job, error) { return scanPgJob(r) })
@@ -240,7 +240,7 @@ func scanPgImage(row pgx.Row) (Image, error) {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return im, ErrNotFound
 		}
-		return im, err
+		return im, dbErr(err)
 	}
 	if stats != nil {
 		if err := json.Unmarshal([]byte(*stats), &im.Stats); err != nil {
@@ -256,7 +256,7 @@ func (p *Postgres) Images(job string) ([]Image, error) {
 	defer cancel()
 	rows, err := p.pool.Query(ctx, `SELECT `+pgImageCols+` FROM images WHERE job_id = $1 ORDER BY idx`, job)
 	if err != nil {
-		return nil, err
+		return nil, dbErr(err)
 	}
 	defer rows.Close()
 	return collect(rows, func(r pgx.Rows) (Image, error) { return scanPgImage(r) })

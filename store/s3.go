@@ -106,7 +106,7 @@ func (s *S3) Put(key string, data []byte) error {
 	defer cancel()
 	_, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{ContentType: "image/png"})
 	if err != nil {
-		return fmt.Errorf("S3 put %s/%s: %w", s.bucket, key, err)
+		return fmt.Errorf("S3 put %s: %w", key, blobErr(err))
 	}
 	return nil
 }
@@ -129,7 +129,7 @@ func (s *S3) Get(key string) ([]byte, error) {
 	if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
 		return nil, fmt.Errorf("object %s missing: %w", key, ErrNotFound)
 	}
-	return nil, fmt.Errorf("S3 get %s/%s: %w", s.bucket, key, err)
+	return nil, fmt.Errorf("S3 get %s: %w", key, blobErr(err))
 }
 
 // DeleteJob removes every object under "JOB/".
@@ -154,10 +154,10 @@ func (s *S3) DeleteJob(job string) error {
 	}()
 	var errs []error
 	for e := range s.c.RemoveObjects(ctx, s.bucket, keys, minio.RemoveObjectsOptions{}) {
-		errs = append(errs, fmt.Errorf("S3 delete %s/%s: %w", s.bucket, e.ObjectName, e.Err))
+		errs = append(errs, fmt.Errorf("S3 delete %s: %w", e.ObjectName, blobErr(e.Err)))
 	}
 	if listErr != nil {
-		errs = append(errs, fmt.Errorf("S3 list %s/%s/: %w", s.bucket, job, listErr))
+		errs = append(errs, fmt.Errorf("S3 list %s/: %w", job, blobErr(listErr)))
 	}
 	return errors.Join(errs...)
 }

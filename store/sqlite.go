@@ -47,7 +47,7 @@ func OpenSQLite(path string) (*SQLite, error) {
 func (s *SQLite) Close() error { return s.db.Close() }
 
 // Ping checks the database answers (readiness).
-func (s *SQLite) Ping() error { return s.db.Ping() }
+func (s *SQLite) Ping() error { return dbErr(s.db.Ping()) }
 
 func nanos(t *time.Time) any {
 	if t == nil {
@@ -80,26 +80,26 @@ func (s *SQLite) CreateJob(j Job) error {
 	_, err = s.db.Exec(`INSERT INTO jobs (id, created, status, error, started, finished, mode, classes, request, settings)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Created.UnixNano(), j.Status, j.Error, nanos(j.Started), nanos(j.Finished),
 		j.Settings.Mode, classList(j.Settings.Classes), string(req), string(set))
-	return err
+	return dbErr(err)
 }
 
 // SetRunning marks a job running from at.
 func (s *SQLite) SetRunning(id string, at time.Time) error {
 	_, err := s.db.Exec(`UPDATE jobs SET status = ?, started = COALESCE(started, ?) WHERE id = ? AND status IN (?, ?)`,
 		api.StatusRunning, at.UnixNano(), id, api.StatusQueued, api.StatusRunning)
-	return err
+	return dbErr(err)
 }
 
 // Finish records a job's final status and reason.
 func (s *SQLite) Finish(id, status, reason string, at time.Time) error {
 	_, err := s.db.Exec(`UPDATE jobs SET status = ?, error = ?, finished = ? WHERE id = ?`, status, reason, at.UnixNano(), id)
-	return err
+	return dbErr(err)
 }
 
 // Requeue puts an interrupted job back to queued (on start, before resuming it).
 func (s *SQLite) Requeue(id string) error {
 	_, err := s.db.Exec(`UPDATE jobs SET status = ? WHERE id = ?`, api.StatusQueued, id)
-	return err
+	return dbErr(err)
 }
 
 const jobCols = `id, created, status, error, started, finished, request, settings`
@@ -113,7 +113,7 @@ func scanJob(row interface{ Scan(...any) error }) (Job, error) {
 		if errors.Is(err, sql.ErrNoRows) {
 			return j, ErrNotFound
 		}
-		return j, err
+		return j, dbErr(err)
 	}
 	j.Created = time.Unix(0, created).UTC()
 	if started.Valid {
@@ -153,7 +153,7 @@ func (s *SQLite) List(f Filter, limit, offset int) ([]Job, int, error) {
 	cond := strings.Join(where, " AND ")
 	var total int
 	if err := s.db.QueryRow(`SELECT COUNT(*) FROM jobs WHERE `+cond, args...).Scan(&total); err != nil {
-		return nil, 0, err
+		return nil, 0, dbErr(err)
 	}
 	jobs, err := s.jobs(`SELECT `+jobCols+` FROM jobs WHERE `+cond+` ORDER BY created DESC, id LIMIT ? OFFSET ?`,
 		append(args, limit, offset)...)
@@ -168,7 +168,7 @@ func (s *SQLite) Unfinished() ([]Job, error) {
 func (s *SQLite) jobs(query string, args ...any) ([]Job, error) {
 	rows, err := s.db.Query(query, args...)
 	if err != nil {
-		return nil, err
+		return nil, dbErr(err)
 	}
 	defer rows.Close()
 	return collect(rows, func(r *sql.Rows) (Job, error) { return scanJob(r) })
@@ -178,13 +178,13 @@ func (s *SQLite) jobs(query string, args ...any) ([]Job, error) {
 func (s *SQLite) DeleteJob(id string) error {
 	res, err := s.db.Exec(`DELETE FROM jobs WHERE id = ?`, id)
 	if err != nil {
-		return err
+		return dbErr(err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNotFound
 	}
 	_, err = s.db.Exec(`DELETE FROM images WHERE job_id = ?`, id) // also without foreign-key support
-	return err
+	return dbErr(err)
 }
 
 // PutImage records an image (replacing a record of the same id: a resumed job remade it).
@@ -199,7 +199,7 @@ func (s *SQLite) PutImage(img Image) error {
 	}
 	_, err := s.db.Exec(`INSERT OR REPLACE INTO images (id, job_id, idx, class, class_name, seconds, stats) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		img.ID, img.JobID, img.Index, img.Class, img.ClassName, img.Seconds, stats)
-	return err
+	return dbErr(err)
 }
 
 const imageCols = `id, job_id, idx, class, class_name, seconds, stats`
@@ -211,7 +211,7 @@ func scanImage(row interface{ Scan(...any) error }) (Image, error) {
 		if errors.Is(err, sql.ErrNoRows) {
 			return im, ErrNotFound
 		}
-		return im, err
+		return im, dbErr(err)
 	}
 	if stats.Valid {
 		if err := json.Unmarshal([]byte(stats.String), &im.Stats); err != nil {
@@ -225,7 +225,7 @@ func scanImage(row interface{ Scan(...any) error }) (Image, error) {
 func (s *SQLite) Images(job string) ([]Image, error) {
 	rows, err := s.db.Query(`SELECT `+imageCols+` FROM images WHERE job_id = ? ORDER BY idx`, job)
 	if err != nil {
-		return nil, err
+		return nil, dbErr(err)
 	}
 	defer rows.Close()
 	return collect(rows, func(r *sql.Rows) (Image, error) { return scanImage(r) })
