@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -150,6 +151,10 @@ func (s *Server) remove(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if s.rep != nil {
+		s.removeShared(c, id)
+		return
+	}
 	if already, live := s.hub.markCancel(id); live { // running here
 		if already {
 			s.fail(c, fmt.Errorf("job %s is already being cancelled: %w", id, errConflict))
@@ -165,11 +170,10 @@ func (s *Server) remove(c *gin.Context) {
 			return
 		}
 	}
-	if s.rep != nil {
-		s.removeShared(c, id)
-		return
-	}
 	j, err := s.store.Job(id)
+	if errors.Is(err, store.ErrNotFound) {
+		err = s.store.DeleteJob(id) // no record: remove what may be left under its id, then 404
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -185,11 +189,16 @@ func (s *Server) remove(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-// removeShared is DELETE for a job not running here, with a shared store: a job no replica
-// runs is cancelled at once, a running one's owner is told (and renewals tell it too, should
-// the notification be missed), a finished one is deleted.
+// removeShared is DELETE with a shared store. The cancellation is recorded in the database
+// before it is acknowledged (a replica that dies right after cannot let the job finish): a
+// job no replica runs is cancelled at once; a running one is marked, and its owner stops it
+// (this replica at once, another on the notification or, should it be missed, its next
+// renewal); a finished one is deleted.
 func (s *Server) removeShared(c *gin.Context, id string) {
 	out, err := s.rep.q.Cancel(id, cancelReason, time.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		err = s.store.DeleteJob(id) // no record: remove what may be left under its id, then 404
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -206,8 +215,10 @@ func (s *Server) removeShared(c *gin.Context, id string) {
 		c.Status(http.StatusNoContent)
 		return
 	case store.CancelEnded:
+		s.rep.cancelLocal(id) // still here after its lease ran out: its end is not recorded
 		s.rep.send(message{Kind: "done", Job: id})
 	case store.CancelAsked:
+		s.rep.cancelLocal(id)
 		s.rep.send(message{Kind: "cancel", Job: id})
 	}
 	g, err := s.view(id)

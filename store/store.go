@@ -125,10 +125,14 @@ func (s *Store) ImagePNG(id string) ([]byte, error) {
 	return data, nil
 }
 
-// DeleteJob removes a job, its image records and its blobs.
+// DeleteJob removes a job's blobs, then its record and image records: a failure on the way
+// (the object store or the database down) leaves the record, so the caller's error is true
+// and a retry finishes the removal; it never leaves blobs that no record leads to. A job
+// without a record still has any blobs left under its id removed (ErrNotFound after): what
+// a late writer or an earlier failure left behind goes with the next DELETE.
 func (s *Store) DeleteJob(id string) error {
-	if err := s.Meta.DeleteJob(id); err != nil {
+	if err := s.Blobs.DeleteJob(id); err != nil {
 		return err
 	}
-	return s.Blobs.DeleteJob(id)
+	return s.Meta.DeleteJob(id)
 }
