@@ -28,18 +28,21 @@ type liveJob struct {
 	subs     map[chan api.Event]struct{}
 	done     chan struct{}
 	cancel   bool // a DELETE asked to cancel it
+	attempt  int  // the shared queue's attempt this run writes as (store.Hold)
+	lost     bool // its claim was lost: the run is being stopped, and writes nothing
 }
 
 func newHub(s *Server) *hub {
 	return &hub{s: s, live: map[string]*liveJob{}, watched: map[string]*liveJob{}}
 }
 
-// track registers a job before it is submitted (imagesDone: already stored, when resumed).
-func (h *hub) track(id string, plan generation.Plan, imagesDone int) {
+// track registers a job before it is submitted (imagesDone: already stored, when resumed;
+// attempt: of the shared queue's claim, 0 without one).
+func (h *hub) track(id string, plan generation.Plan, imagesDone, attempt int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	total := plan.Images()
-	h.live[id] = &liveJob{plan: plan, subs: map[chan api.Event]struct{}{}, done: make(chan struct{}),
+	h.live[id] = &liveJob{plan: plan, subs: map[chan api.Event]struct{}{}, done: make(chan struct{}), attempt: attempt,
 		progress: api.Progress{ImagesDone: imagesDone, ImagesTotal: total, TokensDone: imagesDone * plan.SeqLen,
 			TokensTotal: total * plan.SeqLen, Fraction: float64(imagesDone) / float64(max(1, total))}}
 }
@@ -117,10 +120,30 @@ func (h *hub) publish(j *liveJob, ev api.Event) {
 	}
 }
 
+// Started records the start; with a shared store only while this run holds the job.
 func (h *hub) Started(id string, at time.Time) {
-	if err := h.s.store.SetRunning(id, at); err != nil {
+	var err error
+	if h.s.rep != nil {
+		if hold, ok := h.hold(id); ok {
+			_, err = h.s.rep.q.SetRunningOwned(hold, id, at)
+		}
+	} else {
+		err = h.s.store.SetRunning(id, at)
+	}
+	if err != nil {
 		h.s.log.Error("store: job running", "id", id, "err", err)
 	}
+}
+
+// hold is the claim a live job's run writes as (this replica, the attempt it was claimed in).
+func (h *hub) hold(id string) (store.Hold, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	if !ok || j.lost {
+		return store.Hold{}, false
+	}
+	return store.Hold{Owner: h.s.rep.id, Attempt: j.attempt}, true
 }
 
 func (h *hub) Progress(id string, p api.Progress) {
@@ -148,7 +171,7 @@ func (h *hub) Image(id string, img generation.Image) error {
 	}
 	rec := store.Image{ID: store.ImageID(id, img.Index), JobID: id, Index: img.Index, Class: img.Class,
 		ClassName: j.plan.ClassNames[img.Index], Seconds: img.Seconds, Stats: j.plan.WireStats(img)}
-	if err := h.s.throughOutage(func() error { return h.s.store.AddImage(rec, png) }); err != nil {
+	if err := h.s.throughOutage(func() error { return h.store(id, rec, png) }); err != nil {
 		return err
 	}
 	m := h.s.metrics
@@ -167,6 +190,24 @@ func (h *hub) Image(id string, img generation.Image) error {
 		h.s.rep.publish(id, api.Event{Type: "image", Image: &wire})
 	}
 	return nil
+}
+
+// errNotHeld ends a run whose claim on the job was lost: another attempt owns it now.
+var errNotHeld = errors.New("the job's claim was lost: another attempt owns it")
+
+// store writes an image: with a shared store only while this run holds the job.
+func (h *hub) store(id string, rec store.Image, png []byte) error {
+	if h.s.rep == nil {
+		return h.s.store.AddImage(rec, png)
+	}
+	hold, ok := h.hold(id)
+	if ok {
+		ok, err := h.s.store.AddImageHeld(h.s.rep.q, hold, rec, png)
+		if err != nil || ok {
+			return err
+		}
+	}
+	return errNotHeld
 }
 
 // Finished stores the final state, then wakes waiters and event streams.
@@ -205,7 +246,11 @@ func (h *hub) Finished(id string, err error) {
 // (recorded is false when another replica took the job over).
 func (h *hub) finish(id, status, reason string, at time.Time) (recorded bool, err error) {
 	if h.s.rep != nil {
-		return h.s.rep.finish(id, status, reason, at)
+		hold, ok := h.hold(id)
+		if !ok {
+			return false, nil
+		}
+		return h.s.rep.finish(hold, id, status, reason, at)
 	}
 	return true, h.s.store.Finish(id, status, reason, at)
 }

@@ -64,11 +64,11 @@ func (r *replica) start() {
 // giveBack returns the jobs this replica still holds to the queue and wakes the others to
 // claim them now rather than after the lease (a clean shutdown).
 func (r *replica) giveBack() {
-	ids := r.s.hub.liveIDs()
-	if len(ids) == 0 {
+	held := r.s.hub.held()
+	if len(held) == 0 {
 		return
 	}
-	if err := r.q.Release(r.id, ids); err != nil {
+	if err := r.q.Release(r.id, held); err != nil {
 		r.s.log.Error("shutdown: giving jobs back to the shared queue", "err", err)
 		return
 	}
@@ -76,7 +76,7 @@ func (r *replica) giveBack() {
 	if err := r.q.Notify(string(b)); err != nil {
 		r.s.log.Warn("shutdown: telling the other replicas", "err", err)
 	}
-	r.s.log.Info("shutdown: jobs given back to the shared queue", "jobs", len(ids))
+	r.s.log.Info("shutdown: jobs given back to the shared queue", "jobs", len(held))
 }
 
 // halt stops the goroutines without giving jobs back (a shutdown releases them first).
@@ -121,7 +121,15 @@ func (r *replica) claim() {
 			return
 		}
 		if s.sched.Has(j.ID) {
-			continue // still running here after this replica's own lease ran out: the claim renewed it
+			if s.hub.adopt(j.ID, j.Attempt) {
+				continue // still running here after this replica's own lease ran out: it goes on as the new attempt
+			}
+			// A run here is being stopped (its claim was lost): give the new claim back and
+			// claim it again once that run has ended, rather than let it end the job.
+			if rerr := r.q.Release(r.id, map[string]int{j.ID: j.Attempt}); rerr != nil {
+				s.log.Error("store: giving back a claimed job", "id", j.ID, "err", rerr)
+			}
+			return
 		}
 		err = s.readmit(j, false)
 		var never notRunnable
@@ -130,13 +138,13 @@ func (r *replica) claim() {
 		case errors.As(err, &never):
 			reason := "not run: " + err.Error()
 			s.log.Warn("claimed job not runnable", "id", j.ID, "reason", reason)
-			if _, ferr := r.q.FinishOwned(r.id, j.ID, api.StatusFailed, reason, time.Now()); ferr != nil {
+			if _, ferr := r.q.FinishOwned(store.Hold{Owner: r.id, Attempt: j.Attempt}, j.ID, api.StatusFailed, reason, time.Now()); ferr != nil {
 				s.log.Error("store: failing claimed job", "id", j.ID, "err", ferr)
 			}
 			r.send(message{Kind: "done", Job: j.ID})
 		default: // the store or the scheduler, for now: give it back for a later claim
 			s.log.Warn("claimed job given back", "id", j.ID, "err", err)
-			if rerr := r.q.Release(r.id, []string{j.ID}); rerr != nil {
+			if rerr := r.q.Release(r.id, map[string]int{j.ID: j.Attempt}); rerr != nil {
 				s.log.Error("store: giving back a claimed job", "id", j.ID, "err", rerr)
 			}
 			return
@@ -155,14 +163,17 @@ func (r *replica) renewLoop() {
 			return
 		case <-tick.C:
 		}
-		lost, cancel, err := r.q.Renew(r.id, r.s.hub.liveIDs(), r.lease)
+		lost, cancel, err := r.q.Renew(r.id, r.s.hub.held(), r.lease)
 		if err != nil {
 			r.s.log.Error("shared queue: renewing leases", "err", err)
 			continue
 		}
 		for _, id := range lost {
-			r.s.log.Warn("lease lost: the job is another replica's now", "id", id)
-			r.s.sched.Cancel(id) // its end is not recorded here: FinishOwned refuses
+			if !r.s.sched.Has(id) || !r.s.hub.markLost(id) {
+				continue // it ended here while the renewal ran: its end was recorded, nothing was lost
+			}
+			r.s.log.Warn("lease lost: the job is another attempt's now", "id", id)
+			r.s.sched.Cancel(id) // the run writes nothing more, its end included
 		}
 		for _, id := range cancel {
 			r.cancelLocal(id)
@@ -184,8 +195,8 @@ func (r *replica) retry(call func() error) error {
 	wait := 50 * time.Millisecond
 	for {
 		err := call()
-		if err == nil || time.Now().Add(wait).After(deadline) || r.ctx.Err() != nil {
-			return err
+		if !errors.Is(err, store.ErrUnavailable) || time.Now().Add(wait).After(deadline) || r.ctx.Err() != nil {
+			return err // done, or an error no wait mends (the claim lost, a bug)
 		}
 		r.s.log.Warn("store call failed; retrying", "err", err, "in", wait)
 		time.Sleep(wait)
@@ -202,11 +213,11 @@ func (s *Server) throughOutage(call func() error) error {
 	return call()
 }
 
-// finish records a job's end if this replica still owns it.
-func (r *replica) finish(id, status, reason string, at time.Time) (bool, error) {
+// finish records a job's end if this run still holds it.
+func (r *replica) finish(hold store.Hold, id, status, reason string, at time.Time) (bool, error) {
 	var ok bool
 	err := r.retry(func() (err error) {
-		ok, err = r.q.FinishOwned(r.id, id, status, reason, at)
+		ok, err = r.q.FinishOwned(hold, id, status, reason, at)
 		return err
 	})
 	if err == nil && !ok {

@@ -135,7 +135,7 @@ func (s *Server) readmit(j store.Job, requeue bool) error {
 			return err
 		}
 	}
-	s.hub.track(j.ID, plan, len(imgs))
+	s.hub.track(j.ID, plan, len(imgs), j.Attempt)
 	if err := s.sched.Readmit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
 		s.hub.forget(j.ID)
 		return err

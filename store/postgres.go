@@ -106,7 +106,7 @@ func (p *Postgres) Requeue(id string) error {
 	return err
 }
 
-const pgJobCols = `id, created, status, error, started, finished, request::text, settings::text`
+const pgJobCols = `id, created, status, error, started, finished, request::text, settings::text, attempt`
 
 // scanPgJob decodes a job; extra receives columns selected after the job's.
 func scanPgJob(row pgx.Row, extra ...any) (Job, error) {
@@ -114,7 +114,7 @@ func scanPgJob(row pgx.Row, extra ...any) (Job, error) {
 	var created int64
 	var started, finished *int64
 	var req, set string
-	if err := row.Scan(append([]any{&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set}, extra...)...); err != nil {
+	if err := row.Scan(append([]any{&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set, &j.Attempt}, extra...)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return j, ErrNotFound
 		}
@@ -218,17 +218,25 @@ func (p *Postgres) DeleteJob(id string) error {
 // PutImage records an image once: a second put of the same id (a job resumed elsewhere made
 // it again, with the same bytes) keeps the first record.
 func (p *Postgres) PutImage(img Image) error {
-	var stats any
-	if img.Stats != nil {
-		b, err := json.Marshal(img.Stats)
-		if err != nil {
-			return err
-		}
-		stats = string(b)
+	stats, err := statsJSON(img.Stats)
+	if err != nil {
+		return err
 	}
-	_, err := p.exec(`INSERT INTO images (id, job_id, idx, class, class_name, seconds, stats) VALUES ($1, $2, $3, $4, $5, $6, $7)
+	_, err = p.exec(`INSERT INTO images (id, job_id, idx, class, class_name, seconds, stats) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT DO NOTHING`, img.ID, img.JobID, img.Index, img.Class, img.ClassName, img.Seconds, stats)
 	return err
+}
+
+// statsJSON is an image's statistics as stored (NULL when it has none).
+func statsJSON(st *api.ImageStats) (any, error) {
+	if st == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
 }
 
 const pgImageCols = `id, job_id, idx, class, class_name, seconds, stats::text`

@@ -28,6 +28,7 @@ type Job struct {
 	Finished *time.Time
 	Request  api.GenerateRequest // as accepted, with the seed filled in: enough to run it again
 	Settings api.Settings
+	Attempt  int // claims so far (a shared queue's Claim returns the attempt it began); 0 in SQLite
 }
 
 // Image is a stored image record (its PNG is a blob).
@@ -110,6 +111,22 @@ func (s *Store) AddImage(img Image, png []byte) error {
 		return err
 	}
 	return s.PutImage(img)
+}
+
+// AddImageHeld stores the PNG, then the record, while h holds the job (q is this store's
+// Meta as a Queue): a replica whose lease lapsed, or a run of an earlier attempt, writes
+// neither (ok false). Ownership is checked before the object is written and again, in the
+// same statement, with the record; a lease lost between the two leaves an object with the
+// bytes the new owner writes anyway (images are deterministic), which the job's DELETE or
+// the store check removes should the new owner never write its record.
+func (s *Store) AddImageHeld(q Queue, h Hold, img Image, png []byte) (ok bool, err error) {
+	if ok, err := q.Owns(h, img.JobID); err != nil || !ok {
+		return false, err
+	}
+	if err := s.Blobs.Put(blobKey(img.JobID, img.Index), png); err != nil {
+		return false, err
+	}
+	return q.PutImageOwned(h, img)
 }
 
 // ImagePNG returns the bytes of a stored image.
