@@ -30,6 +30,9 @@ type liveJob struct {
 	cancel   bool // a DELETE asked to cancel it
 	attempt  int  // the shared queue's attempt this run writes as (store.Hold)
 	lost     bool // its claim was lost: the run is being stopped, and writes nothing
+	// heldUntil is when the claim runs out unless renewed, by this replica's clock: the
+	// start of the last successful claim or renewal plus the lease, less a margin.
+	heldUntil time.Time
 }
 
 func newHub(s *Server) *hub {
@@ -42,7 +45,11 @@ func (h *hub) track(id string, plan generation.Plan, imagesDone, attempt int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	total := plan.Images()
-	h.live[id] = &liveJob{plan: plan, subs: map[chan api.Event]struct{}{}, done: make(chan struct{}), attempt: attempt,
+	var until time.Time
+	if h.s.rep != nil {
+		until = time.Now().Add(h.s.rep.lease - h.s.rep.lease/5) // the claim began a moment ago
+	}
+	h.live[id] = &liveJob{plan: plan, subs: map[chan api.Event]struct{}{}, done: make(chan struct{}), attempt: attempt, heldUntil: until,
 		progress: api.Progress{ImagesDone: imagesDone, ImagesTotal: total, TokensDone: imagesDone * plan.SeqLen,
 			TokensTotal: total * plan.SeqLen, Fraction: float64(imagesDone) / float64(max(1, total))}}
 }
@@ -171,7 +178,7 @@ func (h *hub) Image(id string, img generation.Image) error {
 	}
 	rec := store.Image{ID: store.ImageID(id, img.Index), JobID: id, Index: img.Index, Class: img.Class,
 		ClassName: j.plan.ClassNames[img.Index], Seconds: img.Seconds, Stats: j.plan.WireStats(img)}
-	if err := h.s.throughOutage(func() error { return h.store(id, rec, png) }); err != nil {
+	if err := h.s.persist(id, func() error { return h.store(id, rec, png) }); err != nil {
 		return err
 	}
 	m := h.s.metrics
@@ -210,20 +217,27 @@ func (h *hub) store(id string, rec store.Image, png []byte) error {
 	return errNotHeld
 }
 
-// Finished stores the final state, then wakes waiters and event streams.
+// Finished stores the final state, then wakes waiters and event streams. A run interrupted
+// by a store outage stores none: the job stays unfinished, to run again (persist.go).
 func (h *hub) Finished(id string, err error) {
 	status, reason := api.StatusSucceeded, ""
 	switch {
 	case errors.Is(err, scheduler.ErrCancelled):
 		status, reason = api.StatusCancelled, cancelReason
+	case interrupted(err):
+		status = ""
+		h.s.log.Warn("job interrupted by a store outage; it runs again when the store is back", "id", id, "err", detail(err))
 	case err != nil:
 		status, reason = api.StatusFailed, err.Error()
 		h.s.log.Error("job failed", "id", id, "err", err)
 	}
 	now := time.Now()
-	recorded, serr := h.finish(id, status, reason, now)
+	recorded, serr := false, error(nil)
+	if status != "" {
+		recorded, serr = h.finish(id, status, reason, now)
+	}
 	if serr != nil {
-		h.s.log.Error("store: job finished", "id", id, "err", serr)
+		h.s.log.Error("store: job finished", "id", id, "err", detail(serr))
 	}
 	if h.s.rep != nil {
 		defer h.s.rep.ended(id, recorded)
@@ -232,7 +246,9 @@ func (h *hub) Finished(id string, err error) {
 	j, ok := h.live[id]
 	delete(h.live, id)
 	h.mu.Unlock()
-	h.s.metrics.jobs.WithLabelValues(status).Inc()
+	if recorded { // counted by the replica that recorded the end: summed across replicas, once per job
+		h.s.metrics.jobs.WithLabelValues(status).Inc()
+	}
 	if !ok {
 		return
 	}
@@ -242,17 +258,25 @@ func (h *hub) Finished(id string, err error) {
 	close(j.done)
 }
 
-// finish stores a job's end: with a shared store only while this replica still owns it
-// (recorded is false when another replica took the job over).
+// finish stores a job's end, waiting out a store outage (persist): with a shared store only
+// while this run still holds the job (recorded is false when another attempt took it over).
 func (h *hub) finish(id, status, reason string, at time.Time) (recorded bool, err error) {
-	if h.s.rep != nil {
-		hold, ok := h.hold(id)
-		if !ok {
-			return false, nil
-		}
-		return h.s.rep.finish(hold, id, status, reason, at)
+	if h.s.rep == nil {
+		err = h.s.persist(id, func() error { return h.s.store.Finish(id, status, reason, at) })
+		return err == nil, err
 	}
-	return true, h.s.store.Finish(id, status, reason, at)
+	hold, ok := h.hold(id)
+	if !ok {
+		return false, nil
+	}
+	err = h.s.persist(id, func() (err error) {
+		recorded, err = h.s.rep.q.FinishOwned(hold, id, status, reason, at)
+		return err
+	})
+	if err == nil && !recorded {
+		h.s.log.Warn("job ended here after its claim was lost; its end is the new owner's to record", "id", id)
+	}
+	return recorded, err
 }
 
 // closeAll ends every event stream (shutdown): streams see done closed while the job is still

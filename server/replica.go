@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -163,11 +165,16 @@ func (r *replica) renewLoop() {
 			return
 		case <-tick.C:
 		}
-		lost, cancel, err := r.q.Renew(r.id, r.s.hub.held(), r.lease)
+		held, began := r.s.hub.held(), time.Now()
+		lost, cancel, err := r.q.Renew(r.id, held, r.lease)
 		if err != nil {
-			r.s.log.Error("shared queue: renewing leases", "err", err)
+			r.s.log.Error("shared queue: renewing leases", "err", detail(err))
 			continue
 		}
+		for _, id := range lost {
+			delete(held, id)
+		}
+		r.s.hub.renewed(slices.Collect(maps.Keys(held)), began.Add(r.lease-r.lease/10))
 		for _, id := range lost {
 			if !r.s.sched.Has(id) || !r.s.hub.markLost(id) {
 				continue // it ended here while the renewal ran: its end was recorded, nothing was lost
@@ -187,9 +194,9 @@ func (r *replica) cancelLocal(id string) {
 	}
 }
 
-// retry runs a store call until it succeeds, for at most half the lease (the database or the
-// object store restarting): past the lease the job may be another replica's, and a write fails
-// the job with its reason (an image) or leaves the job to be claimed again (an end).
+// retry runs a store read until it succeeds, through store.ErrUnavailable for at most half
+// the lease (an event stream's final read while the database comes back). A run's writes
+// wait longer, as long as the run holds its job (Server.persist).
 func (r *replica) retry(call func() error) error {
 	deadline := time.Now().Add(r.lease / 2)
 	wait := 50 * time.Millisecond
@@ -198,7 +205,7 @@ func (r *replica) retry(call func() error) error {
 		if !errors.Is(err, store.ErrUnavailable) || time.Now().Add(wait).After(deadline) || r.ctx.Err() != nil {
 			return err // done, or an error no wait mends (the claim lost, a bug)
 		}
-		r.s.log.Warn("store call failed; retrying", "err", err, "in", wait)
+		r.s.log.Warn("store call failed; retrying", "err", detail(err), "in", wait)
 		time.Sleep(wait)
 		wait = min(2*wait, time.Second)
 	}
@@ -211,17 +218,4 @@ func (s *Server) throughOutage(call func() error) error {
 		return s.rep.retry(call)
 	}
 	return call()
-}
-
-// finish records a job's end if this run still holds it.
-func (r *replica) finish(hold store.Hold, id, status, reason string, at time.Time) (bool, error) {
-	var ok bool
-	err := r.retry(func() (err error) {
-		ok, err = r.q.FinishOwned(hold, id, status, reason, at)
-		return err
-	})
-	if err == nil && !ok {
-		r.s.log.Warn("job ended here after its lease was lost; its end is the new owner's to record", "id", id)
-	}
-	return ok, err
 }

@@ -28,14 +28,7 @@ type sharedStore struct {
 func newShared(t *testing.T, blobs string) sharedStore {
 	sh := sharedStore{dsn: storetest.Postgres(t)}
 	if blobs == "s3" {
-		url := storetest.S3(t).URL("images")
-		sh.blobs = func(t *testing.T) store.Blobs {
-			b, err := store.OpenS3(url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
+		sh.blobs = s3Blobs(storetest.S3(t).URL("images"))
 		return sh
 	}
 	dir := t.TempDir()
@@ -47,6 +40,17 @@ func newShared(t *testing.T, blobs string) sharedStore {
 		return b
 	}
 	return sh
+}
+
+// s3Blobs opens the bucket at url, once per replica.
+func s3Blobs(url string) func(t *testing.T) store.Blobs {
+	return func(t *testing.T) store.Blobs {
+		b, err := store.OpenS3(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 }
 
 func (sh sharedStore) replica(t *testing.T, held bool, edit func(*Config)) *testServer {

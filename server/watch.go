@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"time"
 
 	"marspec/api"
 	"marspec/store"
@@ -89,6 +90,29 @@ func (h *hub) held() map[string]int {
 	return out
 }
 
+// heldUntil is when a live job's claim runs out unless renewed; false when it is not live or
+// its claim is lost.
+func (h *hub) heldUntil(id string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	if !ok || j.lost {
+		return time.Time{}, false
+	}
+	return j.heldUntil, true
+}
+
+// renewed extends the claims of the live jobs among ids (a renewal that began at start).
+func (h *hub) renewed(ids []string, until time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		if j, ok := h.live[id]; ok && !j.lost {
+			j.heldUntil = until
+		}
+	}
+}
+
 // markLost records that a live job's claim is gone (another attempt owns it): its run writes
 // nothing more and is being stopped. False when the job is no longer live (it ended while
 // the renewal was under way: not a loss).
@@ -114,5 +138,6 @@ func (h *hub) adopt(id string, attempt int) bool {
 		return false
 	}
 	j.attempt = attempt
+	j.heldUntil = time.Now().Add(h.s.rep.lease - h.s.rep.lease/5)
 	return true
 }
