@@ -86,6 +86,7 @@ func (c *Client) Generation(ctx context.Context, id string) (*Generation, error)
 type ListOptions struct {
 	Class, Mode, Status string
 	Limit, Offset       int
+	After               string // a page's Next: the page after it, by cursor (Offset is then ignored)
 }
 
 // List returns a page of jobs, newest first (GET /v1/generations).
@@ -101,6 +102,9 @@ func (c *Client) List(ctx context.Context, o ListOptions) (*GenerationList, erro
 	}
 	if o.Offset > 0 {
 		q.Set("offset", strconv.Itoa(o.Offset))
+	}
+	if o.After != "" {
+		q.Set("after", o.After)
 	}
 	path := "/v1/generations"
 	if len(q) > 0 {

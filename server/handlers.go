@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -127,21 +128,54 @@ func (s *Server) list(c *gin.Context) {
 		s.fail(c, &generation.FieldError{Field: "status", Value: strconv.Quote(f.Status), Allowed: "queued, running, succeeded, failed, cancelled", Reason: "unknown"})
 		return
 	}
-	jobs, total, err := s.store.List(f, limit, offset)
+	after, byCursor := c.GetQuery("after")
+	out, err := s.page(f, limit, offset, byCursor, after)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	out := api.GenerationList{Generations: []api.Generation{}, Total: total, Offset: offset, Limit: limit}
-	for _, j := range jobs {
-		imgs, err := s.store.Images(j.ID)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		out.Generations = append(out.Generations, s.wire(j, imgs))
-	}
 	c.JSON(http.StatusOK, out)
+}
+
+// page reads one page of the job list, by offset (counting the matches) or after a cursor
+// (keyset: no count; an empty after= is the first page), one row more than the page to know
+// whether another follows, and the page's images in one query.
+func (s *Server) page(f store.Filter, limit, offset int, byCursor bool, after string) (api.GenerationList, error) {
+	out := api.GenerationList{Generations: []api.Generation{}, Offset: offset, Limit: limit}
+	var jobs []store.Job
+	var err error
+	if byCursor {
+		cur := store.Cursor{Created: time.Unix(0, math.MaxInt64)} // before every job: the first page
+		if after != "" {
+			var perr error
+			if cur, perr = store.ParseCursor(after); perr != nil {
+				return out, badField("after", perr.Error())
+			}
+		}
+		out.Offset, out.Total = 0, -1
+		jobs, err = s.store.After(f, limit+1, cur)
+	} else {
+		jobs, out.Total, err = s.store.List(f, limit+1, offset)
+	}
+	if err != nil {
+		return out, err
+	}
+	if len(jobs) > limit {
+		jobs = jobs[:limit]
+		out.Next = store.CursorOf(jobs[limit-1]).String()
+	}
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	imgs, err := s.store.ImagesOf(ids)
+	if err != nil {
+		return out, err
+	}
+	for _, j := range jobs {
+		out.Generations = append(out.Generations, s.wire(j, imgs[j.ID]))
+	}
+	return out, nil
 }
 
 // remove cancels a queued or running job (202), or deletes a finished one and its images (204).

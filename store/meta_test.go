@@ -45,6 +45,7 @@ var metaCases = []struct {
 	{"running keeps the first start", caseRunning},
 	{"finish and requeue", caseFinishRequeue},
 	{"list filters and pages", caseList},
+	{"keyset pages and a page's images", caseKeyset},
 	{"unfinished oldest first", caseUnfinished},
 	{"images once, in order", caseImages},
 	{"delete takes the images", caseDelete},

@@ -146,9 +146,51 @@ func (p *Postgres) Job(id string) (Job, error) {
 	return scanPgJob(p.pool.QueryRow(ctx, `SELECT `+pgJobCols+` FROM jobs WHERE id = $1`, id))
 }
 
-// List returns a page of jobs, newest first, and how many match: one query, the count riding
-// along as a window (a page past the end has no rows to carry it, and counts again).
+// List returns a page of jobs, newest first, and how many match (a separate count, which an
+// index-only scan answers; a window count(*) OVER () read every matching row whole).
 func (p *Postgres) List(f Filter, limit, offset int) ([]Job, int, error) {
+	cond, args := pgFilter(f)
+	ctx, cancel := opCtx()
+	defer cancel()
+	var total int
+	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE `+cond, args...).Scan(&total); err != nil {
+		return nil, 0, dbErr(err)
+	}
+	n := len(args)
+	jobs, err := p.jobs(fmt.Sprintf(`SELECT `+pgJobCols+` FROM jobs WHERE %s ORDER BY created DESC, id COLLATE "C" LIMIT $%d OFFSET $%d`,
+		cond, n+1, n+2), append(args, limit, offset)...)
+	return jobs, total, err
+}
+
+// After returns up to limit jobs listed after c, newest first: the index on (created DESC, id)
+// reads from c on, and ties of created (rare) are put in id order by an incremental sort.
+func (p *Postgres) After(f Filter, limit int, c Cursor) ([]Job, error) {
+	sql, args := afterQuery(f, limit, c)
+	return p.jobs(sql, args...)
+}
+
+func afterQuery(f Filter, limit int, c Cursor) (string, []any) {
+	cond, args := pgFilter(f)
+	n := len(args)
+	return fmt.Sprintf(`SELECT `+pgJobCols+` FROM jobs WHERE %s AND created <= $%d AND (created < $%d OR id COLLATE "C" > $%d)
+		ORDER BY created DESC, id COLLATE "C" LIMIT $%d`, cond, n+1, n+1, n+2, n+3), append(args, c.Created.UnixNano(), c.ID, limit)
+}
+
+// ImagesOf returns the images of several jobs in one query.
+func (p *Postgres) ImagesOf(jobs []string) (map[string][]Image, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	rows, err := p.pool.Query(ctx, `SELECT `+pgImageCols+` FROM images WHERE job_id = ANY($1) ORDER BY job_id, idx`, jobs)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	defer rows.Close()
+	imgs, err := collect(rows, func(r pgx.Rows) (Image, error) { return scanPgImage(r) })
+	return imagesByJob(imgs), err
+}
+
+// pgFilter is the WHERE condition of a list filter and its arguments ($1…).
+func pgFilter(f Filter) (string, []any) {
 	cond, args := `TRUE`, []any{}
 	if f.Class != nil {
 		args = append(args, *f.Class)
@@ -162,31 +204,7 @@ func (p *Postgres) List(f Filter, limit, offset int) ([]Job, int, error) {
 		args = append(args, f.Status)
 		cond += fmt.Sprintf(` AND status = $%d`, len(args))
 	}
-	ctx, cancel := opCtx()
-	defer cancel()
-	q := fmt.Sprintf(`SELECT `+pgJobCols+`, count(*) OVER () FROM jobs WHERE %s ORDER BY created DESC, id COLLATE "C" LIMIT $%d OFFSET $%d`,
-		cond, len(args)+1, len(args)+2)
-	rows, err := p.pool.Query(ctx, q, append(args, limit, offset)...)
-	if err != nil {
-		return nil, 0, dbErr(err)
-	}
-	defer rows.Close()
-	var out []Job
-	total := 0
-	for rows.Next() {
-		j, err := scanPgJob(rows, &total)
-		if err != nil {
-			return nil, 0, err
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, dbErr(err)
-	}
-	if len(out) == 0 && offset > 0 {
-		err = dbErr(p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE `+cond, args...).Scan(&total))
-	}
-	return out, total, err
+	return cond, args
 }
 
 // Unfinished returns the jobs queued or running, oldest first.

@@ -140,6 +140,43 @@ func (s *SQLite) Job(id string) (Job, error) {
 
 // List returns a page of jobs, newest first, and how many match.
 func (s *SQLite) List(f Filter, limit, offset int) ([]Job, int, error) {
+	cond, args := sqliteFilter(f)
+	var total int
+	if err := s.db.QueryRow(`SELECT COUNT(*) FROM jobs WHERE `+cond, args...).Scan(&total); err != nil {
+		return nil, 0, dbErr(err)
+	}
+	jobs, err := s.jobs(`SELECT `+jobCols+` FROM jobs WHERE `+cond+` ORDER BY created DESC, id LIMIT ? OFFSET ?`,
+		append(args, limit, offset)...)
+	return jobs, total, err
+}
+
+// After returns up to limit jobs listed after c, newest first.
+func (s *SQLite) After(f Filter, limit int, c Cursor) ([]Job, error) {
+	cond, args := sqliteFilter(f)
+	return s.jobs(`SELECT `+jobCols+` FROM jobs WHERE `+cond+` AND created <= ? AND (created < ? OR id > ?) ORDER BY created DESC, id LIMIT ?`,
+		append(args, c.Created.UnixNano(), c.Created.UnixNano(), c.ID, limit)...)
+}
+
+// ImagesOf returns the images of several jobs in one query.
+func (s *SQLite) ImagesOf(jobs []string) (map[string][]Image, error) {
+	if len(jobs) == 0 {
+		return map[string][]Image{}, nil
+	}
+	args := make([]any, len(jobs))
+	for i, id := range jobs {
+		args[i] = id
+	}
+	rows, err := s.db.Query(`SELECT `+imageCols+` FROM images WHERE job_id IN (?`+strings.Repeat(",?", len(jobs)-1)+`) ORDER BY job_id, idx`, args...)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	defer rows.Close()
+	imgs, err := collect(rows, func(r *sql.Rows) (Image, error) { return scanImage(r) })
+	return imagesByJob(imgs), err
+}
+
+// sqliteFilter is the WHERE condition of a list filter and its arguments.
+func sqliteFilter(f Filter) (string, []any) {
 	where, args := []string{"1=1"}, []any{}
 	if f.Class != nil {
 		where, args = append(where, "classes LIKE ?"), append(args, "%,"+strconv.Itoa(*f.Class)+",%")
@@ -150,14 +187,7 @@ func (s *SQLite) List(f Filter, limit, offset int) ([]Job, int, error) {
 	if f.Status != "" {
 		where, args = append(where, "status = ?"), append(args, f.Status)
 	}
-	cond := strings.Join(where, " AND ")
-	var total int
-	if err := s.db.QueryRow(`SELECT COUNT(*) FROM jobs WHERE `+cond, args...).Scan(&total); err != nil {
-		return nil, 0, dbErr(err)
-	}
-	jobs, err := s.jobs(`SELECT `+jobCols+` FROM jobs WHERE `+cond+` ORDER BY created DESC, id LIMIT ? OFFSET ?`,
-		append(args, limit, offset)...)
-	return jobs, total, err
+	return strings.Join(where, " AND "), args
 }
 
 // Unfinished returns the jobs left queued or running (by a crash or a shutdown), oldest first.

@@ -57,6 +57,8 @@ type Meta interface {
 	Requeue(id string) error                              // back to queued (resume after a restart)
 	Job(id string) (Job, error)
 	List(f Filter, limit, offset int) ([]Job, int, error) // newest first, and how many match
+	After(f Filter, limit int, c Cursor) ([]Job, error)   // newest first, the jobs listed after c (keyset: no count, no skipped rows)
+	ImagesOf(jobs []string) (map[string][]Image, error)   // the images of several jobs in one query, each in index order
 	Unfinished() ([]Job, error)                           // queued or running, oldest first
 	DeleteJob(id string) error                            // the job and its image records
 	PutImage(img Image) error                             // idempotent: one record per id (SQLite replaces, PostgreSQL keeps the first; the bytes are the same)

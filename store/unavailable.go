@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,8 +39,9 @@ func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.E
 func (e *UnavailableError) Detail() string { return e.Err.Error() }
 
 // dbErr classifies an error of the database driver (PostgreSQL or SQLite): a failure of the
-// database is ErrUnavailable; a statement the database refuses as wrong (bad data, a broken
-// constraint, a syntax error) is a bug and stays as it is.
+// database or the way to it is ErrUnavailable; a statement the database refuses as wrong (bad
+// data, a broken constraint, a syntax error) or the driver refuses (wrong arguments) is a bug
+// and stays as it is.
 func dbErr(err error) error {
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnavailable) {
 		return err
@@ -53,7 +55,15 @@ func dbErr(err error) error {
 		}
 		return &UnavailableError{Store: "database", Cause: "server error SQLSTATE " + pg.Code, Err: err}
 	}
-	return &UnavailableError{Store: "database", Cause: cause(err), Err: err}
+	c := cause(err)
+	switch {
+	case c != "error":
+	case pgconn.SafeToRetry(err), pgconn.Timeout(err), strings.Contains(err.Error(), "closed"): // a cut connection, a closed pool or database
+		c = "connection closed"
+	default:
+		return err
+	}
+	return &UnavailableError{Store: "database", Cause: c, Err: err}
 }
 
 // blobErr classifies an error of the object store or the image folder.
