@@ -233,6 +233,12 @@ func (p *Postgres) DeleteJob(id string) error {
 	return err
 }
 
+// DeleteImage removes one image record.
+func (p *Postgres) DeleteImage(id string) error {
+	_, err := p.exec(`DELETE FROM images WHERE id = $1`, id)
+	return err
+}
+
 // PutImage records an image once: a second put of the same id (a job resumed elsewhere made
 // it again, with the same bytes) keeps the first record.
 func (p *Postgres) PutImage(img Image) error {

@@ -132,6 +132,34 @@ func (s *S3) Get(key string) ([]byte, error) {
 	return nil, fmt.Errorf("S3 get %s: %w", key, blobErr(err))
 }
 
+// Delete removes one object (S3 answers a missing key as deleted: no ErrNotFound).
+func (s *S3) Delete(key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), blobTimeout)
+	defer cancel()
+	if err := s.c.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("S3 delete %s: %w", key, blobErr(err))
+	}
+	return nil
+}
+
+// Keys calls each with every object's key.
+func (s *S3) Keys(each func(key string) error) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			return fmt.Errorf("S3 list: %w", blobErr(o.Err))
+		}
+		if err := each(o.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // DeleteJob removes every object under "JOB/".
 func (s *S3) DeleteJob(job string) error {
 	if err := checkKey(job); err != nil {

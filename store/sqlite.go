@@ -217,6 +217,12 @@ func (s *SQLite) DeleteJob(id string) error {
 	return dbErr(err)
 }
 
+// DeleteImage removes one image record.
+func (s *SQLite) DeleteImage(id string) error {
+	_, err := s.db.Exec(`DELETE FROM images WHERE id = ?`, id)
+	return dbErr(err)
+}
+
 // PutImage records an image (replacing a record of the same id: a resumed job remade it).
 func (s *SQLite) PutImage(img Image) error {
 	var stats any

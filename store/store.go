@@ -62,6 +62,7 @@ type Meta interface {
 	Unfinished() ([]Job, error)                           // queued or running, oldest first
 	DeleteJob(id string) error                            // the job and its image records
 	PutImage(img Image) error                             // idempotent: one record per id (SQLite replaces, PostgreSQL keeps the first; the bytes are the same)
+	DeleteImage(id string) error                          // one image record (the store check's repair)
 	Images(job string) ([]Image, error)                   // index order
 	Image(id string) (Image, error)
 	Ping() error
@@ -73,7 +74,9 @@ type Meta interface {
 type Blobs interface {
 	Put(key string, data []byte) error
 	Get(key string) ([]byte, error)
-	DeleteJob(job string) error // every blob of the job
+	Delete(key string) error                // one blob; ErrNotFound if there is none
+	DeleteJob(job string) error             // every blob of the job
+	Keys(each func(key string) error) error // every key, in no set order (the store check)
 }
 
 // Store is a Meta and a Blobs, kept consistent: a blob is written before its record (a crash
