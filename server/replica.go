@@ -53,10 +53,11 @@ func newReplica(s *Server, q store.Queue, lease time.Duration) *replica {
 		wake: make(chan struct{}, 1), out: make(chan message, 4096), ctx: ctx, stop: stop, lastSent: map[string]time.Time{}}
 }
 
-// start runs the claim, renewal, listening and sending goroutines until halt.
+// start runs the claim, watch, renewal, listening and sending goroutines until halt.
 func (r *replica) start() {
-	r.wg.Add(4)
+	r.wg.Add(5)
 	go func() { defer r.wg.Done(); r.claimLoop() }()
+	go func() { defer r.wg.Done(); r.watchLoop() }()
 	go func() { defer r.wg.Done(); r.renewLoop() }()
 	go func() { defer r.wg.Done(); r.q.Listen(r.ctx, r.receive, r.listening) }()
 	go func() { defer r.wg.Done(); r.sendLoop() }()
@@ -81,10 +82,18 @@ func (r *replica) giveBack() {
 	r.s.log.Info("shutdown: jobs given back to the shared queue", "jobs", len(held))
 }
 
-// halt stops the goroutines without giving jobs back (a shutdown releases them first).
-func (r *replica) halt() {
+// halt stops the goroutines without giving jobs back (a shutdown releases them first),
+// waiting for them until ctx ends (one may be in a store call that the database holds up).
+func (r *replica) halt(ctx context.Context) error {
 	r.stop()
-	r.wg.Wait()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("replica goroutines still in store calls at the shutdown deadline: %w", ctx.Err())
+	}
 }
 
 func (r *replica) poke() {
@@ -103,9 +112,23 @@ func (r *replica) claimLoop() {
 			return
 		case <-r.wake:
 		case <-tick.C:
-			r.s.hub.checkWatched()
 		}
 		r.claim()
+	}
+}
+
+// watchLoop ends the watched jobs a missed notification left open, apart from the claim loop:
+// a database slow to answer these reads delays no claim.
+func (r *replica) watchLoop() {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-tick.C:
+			r.s.hub.checkWatched()
+		}
 	}
 }
 

@@ -71,7 +71,7 @@ func (sh sharedStore) replica(t *testing.T, held bool, edit func(*Config)) *test
 // and claiming, its HTTP server goes, and nothing is given back. Its workers are left where
 // they are (a held one stays held until the test ends, then writes late: fencing must hold).
 func (ts *testServer) crash(t *testing.T) {
-	ts.rep.halt()
+	_ = ts.rep.halt(context.Background())
 	ts.sched.Close()
 	ts.http.Close()
 	ts.http = nil

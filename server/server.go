@@ -170,7 +170,9 @@ wait:
 	err := s.sched.Shutdown(ctx)
 	if s.rep != nil {
 		s.rep.giveBack()
-		s.rep.halt()
+		if herr := s.rep.halt(ctx); err == nil {
+			err = herr
+		}
 	}
 	s.hub.closeAll()
 	if errors.Is(err, context.DeadlineExceeded) {
