@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"marspec/api"
 )
@@ -203,10 +205,30 @@ func (p *Postgres) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, on func(
 	}
 	state(nil)
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		wait, cancel := context.WithTimeout(ctx, listenIdle)
+		n, err := conn.WaitForNotification(wait)
+		cancel()
+		switch {
+		case err == nil:
+			on(n.Payload)
+			continue
+		case ctx.Err() != nil || !pgconn.Timeout(err):
 			return err
 		}
-		on(n.Payload)
+		// idle: a connection cut without a word (a dropped route, a dead server) would wait
+		// forever, so it must answer a ping or be replaced
+		ping, cancel := context.WithTimeout(ctx, listenPing)
+		err = conn.Ping(ping)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("listening connection did not answer a ping: %w", err)
+		}
 	}
 }
+
+// A listening connection idle for listenIdle is pinged, and replaced if it does not answer
+// within listenPing (variables: a test shortens them).
+var (
+	listenIdle = 15 * time.Second
+	listenPing = 5 * time.Second
+)
