@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,4 +96,19 @@ func TestLapsedRunStoresNoImages(t *testing.T) {
 	if j, _ := a.store.Job(g.ID); j.Status != api.StatusQueued && j.Status != api.StatusRunning {
 		t.Errorf("the lapsed run ended the other replica's job: %s", j.Status)
 	}
+	// its end was not recorded here, so it is not counted here: summed across replicas,
+	// marspec_jobs_total counts each job once
+	if text, err := a.client.Metrics(t.Context()); err != nil || strings.Contains(text, "marspec_jobs_total{") {
+		t.Errorf("an end this replica did not record is counted: %v\n%s", err, grepLines(text, "marspec_jobs_total"))
+	}
+}
+
+func grepLines(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
