@@ -61,6 +61,9 @@ func (g *Generation) Ended() bool {
 	return false
 }
 
+// Base is the server's address, as given to NewClient.
+func (c *Client) Base() string { return c.base.String() }
+
 // Generate submits a request (POST /v1/generations). With wait > 0 the server holds the
 // answer until the job ends or wait passes; the job is returned either way.
 func (c *Client) Generate(ctx context.Context, req GenerateRequest, wait time.Duration) (*Generation, error) {
