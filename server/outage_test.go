@@ -74,6 +74,19 @@ func (c *clients) end(t *testing.T) {
 	}
 }
 
+// noOrphans: the store check finds no object without a record and no record without an
+// object.
+func noOrphans(t *testing.T, ts *testServer) {
+	t.Helper()
+	o, err := ts.store.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.ObjectsWithoutRecord)+len(o.RecordsWithoutObject) > 0 {
+		t.Errorf("orphans after the outage: %+v", o)
+	}
+}
+
 // postAll posts reqs round-robin to the replicas.
 func postAll(t *testing.T, reps []*testServer, reqs []api.GenerateRequest) []string {
 	ids := make([]string, len(reqs))
@@ -131,6 +144,7 @@ func TestReplicasRideOutADatabaseOutage(t *testing.T) {
 				sameImages(t, a, endOf(t, a, id, lease+30*time.Second), want[i])
 			}
 			asking.end(t)
+			noOrphans(t, a)
 		})
 	}
 }
@@ -161,6 +175,7 @@ func TestObjectStoreOutageFailsNoJob(t *testing.T) {
 				sameImages(t, reps[0], endOf(t, reps[0], id, 30*time.Second), want[i])
 			}
 			asking.end(t)
+			noOrphans(t, reps[0])
 		})
 	}
 }
