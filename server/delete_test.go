@@ -98,3 +98,27 @@ func TestDeleteRemovesLeftoverObjects(t *testing.T) {
 		})
 	}
 }
+
+// A single server records the cancellation of a running job before its 202 as well: a
+// restart before the run stops ends the job cancelled instead of resuming and finishing it.
+func TestDeleteOfARunningJobSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	ts := start(t, dir, true, nil)
+	g, err := ts.client.Generate(t.Context(), api.GenerateRequest{Class: api.Classes{"1"}, N: 12, Mode: "draft", Seed: seed(12)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receive(t, ts.gate.stored, "the first image") // running, held mid-run
+	if a := ts.call(t, "DELETE", "/v1/generations/"+g.ID, ""); a.code != http.StatusAccepted {
+		t.Fatalf("DELETE: %d %s", a.code, a.body)
+	}
+	ts.sched.Close() // the process stops before the run does: the job stays unfinished
+	ts.stop(t)
+	again := start(t, dir, false, nil)
+	if _, _, err := again.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if final, err := again.client.Generation(t.Context(), g.ID); err != nil || final.Status != api.StatusCancelled {
+		t.Fatalf("after a restart the DELETEd job is %+v (%v), want cancelled", final, err)
+	}
+}

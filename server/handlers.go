@@ -194,6 +194,13 @@ func (s *Server) remove(c *gin.Context) {
 			s.fail(c, fmt.Errorf("job %s is already being cancelled: %w", id, errConflict))
 			return
 		}
+		// in the store before the 202: a restart must not resume (and finish) a job the
+		// client was told is cancelled, should the process die before the run stops
+		if err := s.store.AskCancel(id); err != nil {
+			s.hub.unmarkCancel(id)
+			s.fail(c, err)
+			return
+		}
 		if s.sched.Cancel(id) {
 			g, err := s.view(id)
 			if err != nil {

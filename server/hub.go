@@ -81,6 +81,23 @@ func (h *hub) progress(id string) (api.Progress, bool) {
 	return api.Progress{}, false
 }
 
+// unmarkCancel takes back a cancellation request that could not be recorded.
+func (h *hub) unmarkCancel(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if j, ok := h.live[id]; ok {
+		j.cancel = false
+	}
+}
+
+// cancelAsked reports whether a DELETE asked to cancel a live job.
+func (h *hub) cancelAsked(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	return ok && j.cancel
+}
+
 // markCancel records a cancellation request and reports whether one was already made.
 func (h *hub) markCancel(id string) (already, ok bool) {
 	h.mu.Lock()
@@ -220,6 +237,9 @@ func (h *hub) store(id string, rec store.Image, png []byte) error {
 // Finished stores the final state, then wakes waiters and event streams. A run interrupted
 // by a store outage stores none: the job stays unfinished, to run again (persist.go).
 func (h *hub) Finished(id string, err error) {
+	if !interrupted(err) && h.cancelAsked(id) {
+		err = scheduler.ErrCancelled // a DELETE was answered 202 "it ends cancelled": it does, even if it finished meanwhile
+	}
 	status, reason := api.StatusSucceeded, ""
 	switch {
 	case errors.Is(err, scheduler.ErrCancelled):

@@ -90,6 +90,12 @@ func (s *Server) Resume() (resumed, failed int, err error) {
 		return 0, 0, err
 	}
 	for _, j := range jobs {
+		if j.CancelAsked { // a DELETE was answered 202 before the restart: it ends cancelled
+			if err := s.store.Finish(j.ID, api.StatusCancelled, cancelReason, time.Now()); err != nil {
+				return resumed, failed, err
+			}
+			continue
+		}
 		if err := s.resume(j); err != nil {
 			failed++
 			reason := "not resumed after restart: " + err.Error()

@@ -100,13 +100,20 @@ func (p *Postgres) Finish(id, status, reason string, at time.Time) error {
 	return err
 }
 
+// AskCancel records a cancellation request on an unfinished job (its owner acts on it; see
+// Queue.Cancel, which also ends an unowned one).
+func (p *Postgres) AskCancel(id string) error {
+	_, err := p.exec(`UPDATE jobs SET cancel_requested = TRUE WHERE id = $1 AND status IN ('queued', 'running')`, id)
+	return err
+}
+
 // Requeue puts a job back to queued, with no owner.
 func (p *Postgres) Requeue(id string) error {
 	_, err := p.exec(`UPDATE jobs SET status = $1, owner = NULL, lease_until = NULL WHERE id = $2`, api.StatusQueued, id)
 	return err
 }
 
-const pgJobCols = `id, created, status, error, started, finished, request::text, settings::text, attempt`
+const pgJobCols = `id, created, status, error, started, finished, request::text, settings::text, attempt, cancel_requested`
 
 // scanPgJob decodes a job; extra receives columns selected after the job's.
 func scanPgJob(row pgx.Row, extra ...any) (Job, error) {
@@ -114,7 +121,7 @@ func scanPgJob(row pgx.Row, extra ...any) (Job, error) {
 	var created int64
 	var started, finished *int64
 	var req, set string
-	if err := row.Scan(append([]any{&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set, &j.Attempt}, extra...)...); err != nil {
+	if err := row.Scan(append([]any{&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set, &j.Attempt, &j.CancelAsked}, extra...)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return j, ErrNotFound
 		}

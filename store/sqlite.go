@@ -21,7 +21,7 @@ const schema = `
 CREATE TABLE IF NOT EXISTS jobs (
   id TEXT PRIMARY KEY, created INTEGER NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
   started INTEGER, finished INTEGER, mode TEXT NOT NULL, classes TEXT NOT NULL,
-  request TEXT NOT NULL, settings TEXT NOT NULL);
+  request TEXT NOT NULL, settings TEXT NOT NULL, cancel_requested INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created DESC);
 CREATE TABLE IF NOT EXISTS images (
   id TEXT PRIMARY KEY, job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, idx INTEGER NOT NULL,
@@ -37,6 +37,16 @@ func OpenSQLite(path string) (*SQLite, error) {
 	}
 	db.SetMaxOpenConns(1) // one writer; SQLite serialises writes anyway, this avoids SQLITE_BUSY
 	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("database %s: %w", path, err)
+	}
+	// a database made before cancel_requested existed gets the column
+	var has int
+	err = db.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'cancel_requested'`).Scan(&has)
+	if err == nil && has == 0 {
+		_, err = db.Exec(`ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0`)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("database %s: %w", path, err)
 	}
@@ -96,20 +106,26 @@ func (s *SQLite) Finish(id, status, reason string, at time.Time) error {
 	return dbErr(err)
 }
 
+// AskCancel records a cancellation request on an unfinished job.
+func (s *SQLite) AskCancel(id string) error {
+	_, err := s.db.Exec(`UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND status IN (?, ?)`, id, api.StatusQueued, api.StatusRunning)
+	return dbErr(err)
+}
+
 // Requeue puts an interrupted job back to queued (on start, before resuming it).
 func (s *SQLite) Requeue(id string) error {
 	_, err := s.db.Exec(`UPDATE jobs SET status = ? WHERE id = ?`, api.StatusQueued, id)
 	return dbErr(err)
 }
 
-const jobCols = `id, created, status, error, started, finished, request, settings`
+const jobCols = `id, created, status, error, started, finished, request, settings, cancel_requested`
 
 func scanJob(row interface{ Scan(...any) error }) (Job, error) {
 	var j Job
 	var created int64
 	var started, finished sql.NullInt64
 	var req, set string
-	if err := row.Scan(&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set); err != nil {
+	if err := row.Scan(&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set, &j.CancelAsked); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return j, ErrNotFound
 		}

@@ -29,6 +29,9 @@ type Job struct {
 	Request  api.GenerateRequest // as accepted, with the seed filled in: enough to run it again
 	Settings api.Settings
 	Attempt  int // claims so far (a shared queue's Claim returns the attempt it began); 0 in SQLite
+	// CancelAsked: a DELETE asked to cancel the job before it ended; a restart or a claim
+	// ends it as cancelled rather than run it.
+	CancelAsked bool
 }
 
 // Image is a stored image record (its PNG is a blob).
@@ -55,6 +58,7 @@ type Meta interface {
 	SetRunning(id string, at time.Time) error             // queued -> running, keeping the first start
 	Finish(id, status, reason string, at time.Time) error // final status and reason
 	Requeue(id string) error                              // back to queued (resume after a restart)
+	AskCancel(id string) error                            // record that a DELETE asked to cancel the unfinished job (Job.CancelAsked)
 	Job(id string) (Job, error)
 	List(f Filter, limit, offset int) ([]Job, int, error) // newest first, and how many match
 	After(f Filter, limit int, c Cursor) ([]Job, error)   // newest first, the jobs listed after c (keyset: no count, no skipped rows)
