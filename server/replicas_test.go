@@ -396,21 +396,24 @@ func TestReplicasSurviveADatabaseOutage(t *testing.T) {
 	}
 	// every job followed through the other replica's event stream, across the outage
 	finals := make([]*api.Generation, len(ids))
-	var streams sync.WaitGroup
+	var streams, opened sync.WaitGroup
 	for i, id := range ids {
 		streams.Add(1)
+		opened.Add(1)
 		go func() {
 			defer streams.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			g, err := reps[(i+1)%2].client.Events(ctx, id, nil)
+			var first sync.Once
+			g, err := reps[(i+1)%2].client.Events(ctx, id, func(api.Event) error { first.Do(opened.Done); return nil })
+			first.Do(opened.Done)
 			if err != nil {
 				t.Errorf("stream of job %s: %v", id, err)
 			}
 			finals[i] = g
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	opened.Wait() // every stream is open (a request that meets the outage is a 503 to retry)
 	mu.Lock()
 	outage = true
 	mu.Unlock()
