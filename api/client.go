@@ -61,6 +61,9 @@ func (g *Generation) Ended() bool {
 	return false
 }
 
+// Base is the server's address, as given to NewClient.
+func (c *Client) Base() string { return c.base.String() }
+
 // Generate submits a request (POST /v1/generations). With wait > 0 the server holds the
 // answer until the job ends or wait passes; the job is returned either way.
 func (c *Client) Generate(ctx context.Context, req GenerateRequest, wait time.Duration) (*Generation, error) {
@@ -86,6 +89,7 @@ func (c *Client) Generation(ctx context.Context, id string) (*Generation, error)
 type ListOptions struct {
 	Class, Mode, Status string
 	Limit, Offset       int
+	After               string // a page's Next: the page after it, by cursor (Offset is then ignored)
 }
 
 // List returns a page of jobs, newest first (GET /v1/generations).
@@ -101,6 +105,9 @@ func (c *Client) List(ctx context.Context, o ListOptions) (*GenerationList, erro
 	}
 	if o.Offset > 0 {
 		q.Set("offset", strconv.Itoa(o.Offset))
+	}
+	if o.After != "" {
+		q.Set("after", o.After)
 	}
 	path := "/v1/generations"
 	if len(q) > 0 {

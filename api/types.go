@@ -205,9 +205,13 @@ type Links struct {
 // GenerationList is one page of jobs, newest first.
 type GenerationList struct {
 	Generations []Generation `json:"generations"`
-	Total       int          `json:"total"`
-	Offset      int          `json:"offset"`
-	Limit       int          `json:"limit"`
+	// Total is how many jobs match, counted for a page asked by offset; -1 for a page asked
+	// with after (a cursor page never counts: its cost stays that of its own rows).
+	Total  int `json:"total"`
+	Offset int `json:"offset"`
+	Limit  int `json:"limit"`
+	// Next is the cursor of the following page (?after=NEXT); empty on the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // Event is one Server-Sent Event of a job: "progress", "image", or "done" (the final state).

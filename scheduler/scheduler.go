@@ -75,6 +75,7 @@ type running struct {
 	start      time.Time
 	started    bool
 	cancelled  bool
+	ending     bool // ended; its Finished is being told (it leaves jobs after)
 	knownToken int
 }
 

@@ -10,12 +10,53 @@ import (
 // worker runs one engine group: it admits images of its pending jobs while slots are free,
 // steps the engine, hands finished images to the sink and ends jobs. It exits when it has
 // nothing to do (a later job of its group starts a new one) or at shutdown.
+//
+// The sink is never called under s.mu: its calls write to a database that may be slow or
+// away, and every worker, Submit, Cancel and Depth wait on s.mu. What happens under the lock
+// is noted (notes) and told to the sink after it is released (tell).
 type worker struct {
 	s       *Scheduler
 	key     string
 	wake    chan struct{}
 	pending []*running // jobs with images to run, in arrival order; guarded by s.mu
 	eng     engine
+	notes   []note // for the sink, in order; guarded by s.mu
+}
+
+// note is one sink call waiting for the lock to be released: a start, progress or an end.
+type note struct {
+	r        *running
+	start    bool
+	progress *api.Progress
+	end      bool
+	err      error
+}
+
+// tell makes the noted sink calls, outside the lock. An ended job leaves s.jobs only after
+// its Finished returns: until then Has still sees it, so its id is not admitted again while
+// the end of the earlier run is being written.
+func (w *worker) tell() {
+	s := w.s
+	s.mu.Lock()
+	notes := w.notes
+	w.notes = nil
+	s.mu.Unlock()
+	for _, n := range notes {
+		id := n.r.job.ID
+		switch {
+		case n.start:
+			s.cfg.Sink.Started(id, n.r.start)
+		case n.progress != nil:
+			s.cfg.Sink.Progress(id, *n.progress)
+		case n.end:
+			s.cfg.Sink.Finished(id, n.err)
+			s.mu.Lock()
+			if s.jobs[id] == n.r {
+				delete(s.jobs, id)
+			}
+			s.mu.Unlock()
+		}
+	}
 }
 
 func (w *worker) poke() {
@@ -40,8 +81,11 @@ func (w *worker) run() {
 				return
 			}
 		}
-		if err := w.admit(); err != nil {
+		err := w.admit()
+		w.tell()
+		if err != nil {
 			w.failAll(err)
+			w.tell()
 			continue
 		}
 		if w.eng == nil || w.eng.active() == 0 {
@@ -62,9 +106,11 @@ func (w *worker) run() {
 		}
 		if err != nil {
 			w.failAll(fmt.Errorf("engine step: %w", err))
+			w.tell()
 			continue
 		}
 		w.deliver(done)
+		w.tell()
 	}
 }
 
@@ -111,7 +157,7 @@ func (w *worker) admit() error {
 			}
 			if !r.started {
 				r.started, r.start = true, time.Now()
-				s.cfg.Sink.Started(r.job.ID, r.start)
+				w.notes = append(w.notes, note{r: r, start: true})
 			}
 			r.next++
 			r.inFlight++
@@ -133,7 +179,7 @@ func (w *worker) deliver(done []finished) {
 		s.mu.Lock()
 		r := s.jobs[d.job]
 		s.mu.Unlock()
-		if r == nil {
+		if r == nil || r.ending {
 			continue
 		}
 		d.img.Seconds = time.Since(r.start).Seconds()
@@ -151,14 +197,14 @@ func (w *worker) deliver(done []finished) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range w.pending {
-		if s.jobs[r.job.ID] != r {
+		if s.jobs[r.job.ID] != r || r.ending {
 			continue
 		}
 		L := r.job.Plan.SeqLen
 		total := r.job.Plan.Images()
 		p := api.Progress{ImagesDone: r.done, ImagesTotal: total, TokensDone: r.done*L + known[r.job.ID], TokensTotal: total * L}
 		p.Fraction = float64(p.TokensDone) / float64(max(1, p.TokensTotal))
-		s.cfg.Sink.Progress(r.job.ID, p)
+		w.notes = append(w.notes, note{r: r, progress: &p})
 		if r.done == total && r.inFlight == 0 {
 			w.end(r, nil)
 		}
@@ -166,20 +212,20 @@ func (w *worker) deliver(done []finished) {
 	w.compact()
 }
 
-// end finishes a job once (s.mu held).
+// end finishes a job once (s.mu held); tell reports it.
 func (w *worker) end(r *running, err error) {
-	if w.s.jobs[r.job.ID] != r {
+	if w.s.jobs[r.job.ID] != r || r.ending {
 		return
 	}
-	delete(w.s.jobs, r.job.ID)
-	w.s.cfg.Sink.Finished(r.job.ID, err)
+	r.ending = true
+	w.notes = append(w.notes, note{r: r, end: true, err: err})
 }
 
 // compact drops ended jobs from pending (s.mu held).
 func (w *worker) compact() {
 	keep := w.pending[:0]
 	for _, r := range w.pending {
-		if w.s.jobs[r.job.ID] == r {
+		if w.s.jobs[r.job.ID] == r && !r.ending {
 			keep = append(keep, r)
 		}
 	}

@@ -42,7 +42,7 @@ func (s *Server) enqueue(id string, plan generation.Plan) error {
 		s.rep.send(message{Kind: "queued"})
 		return nil
 	}
-	s.hub.track(id, plan, 0)
+	s.hub.track(id, plan, 0, 0)
 	if err := s.sched.Submit(scheduler.Job{ID: id, Plan: plan}); err != nil {
 		s.hub.forget(id)
 		if derr := s.store.DeleteJob(id); derr != nil {

@@ -50,22 +50,28 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, errConflict), errors.Is(err, scheduler.ErrDuplicate):
 		return http.StatusConflict
-	case errors.Is(err, scheduler.ErrQueueFull), errors.Is(err, scheduler.ErrClosed):
+	case errors.Is(err, scheduler.ErrQueueFull), errors.Is(err, scheduler.ErrClosed), errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
 
 // fail writes err as {"error", "field"} with its status; 500s are logged and their detail
-// kept out of the answer.
+// kept out of the answer. A store that is down is a 503 naming which store and why in words
+// without addresses (store.UnavailableError); the driver's message goes to the log.
 func (s *Server) fail(c *gin.Context, err error) {
 	code := statusOf(err)
 	body := api.ErrorBody{Error: err.Error(), Field: generation.Field(err)}
 	var tooBig *http.MaxBytesError
+	var down *store.UnavailableError
 	switch {
 	case code == http.StatusInternalServerError:
 		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
 		body = api.ErrorBody{Error: "internal error (logged)"}
+	case errors.As(err, &down):
+		s.log.Warn("request met a store outage", "method", c.Request.Method, "path", c.Request.URL.Path, "err", down.Detail())
+		body = api.ErrorBody{Error: down.Error()}
+		c.Header("Retry-After", strconv.Itoa(max(1, int(s.cfg.RetryAfter.Seconds()))))
 	case code == http.StatusServiceUnavailable:
 		c.Header("Retry-After", strconv.Itoa(max(1, int(s.cfg.RetryAfter.Seconds()))))
 	case errors.As(err, &tooBig):

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -126,21 +128,54 @@ func (s *Server) list(c *gin.Context) {
 		s.fail(c, &generation.FieldError{Field: "status", Value: strconv.Quote(f.Status), Allowed: "queued, running, succeeded, failed, cancelled", Reason: "unknown"})
 		return
 	}
-	jobs, total, err := s.store.List(f, limit, offset)
+	after, byCursor := c.GetQuery("after")
+	out, err := s.page(f, limit, offset, byCursor, after)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	out := api.GenerationList{Generations: []api.Generation{}, Total: total, Offset: offset, Limit: limit}
-	for _, j := range jobs {
-		imgs, err := s.store.Images(j.ID)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		out.Generations = append(out.Generations, s.wire(j, imgs))
-	}
 	c.JSON(http.StatusOK, out)
+}
+
+// page reads one page of the job list, by offset (counting the matches) or after a cursor
+// (keyset: no count; an empty after= is the first page), one row more than the page to know
+// whether another follows, and the page's images in one query.
+func (s *Server) page(f store.Filter, limit, offset int, byCursor bool, after string) (api.GenerationList, error) {
+	out := api.GenerationList{Generations: []api.Generation{}, Offset: offset, Limit: limit}
+	var jobs []store.Job
+	var err error
+	if byCursor {
+		cur := store.Cursor{Created: time.Unix(0, math.MaxInt64)} // before every job: the first page
+		if after != "" {
+			var perr error
+			if cur, perr = store.ParseCursor(after); perr != nil {
+				return out, badField("after", perr.Error())
+			}
+		}
+		out.Offset, out.Total = 0, -1
+		jobs, err = s.store.After(f, limit+1, cur)
+	} else {
+		jobs, out.Total, err = s.store.List(f, limit+1, offset)
+	}
+	if err != nil {
+		return out, err
+	}
+	if len(jobs) > limit {
+		jobs = jobs[:limit]
+		out.Next = store.CursorOf(jobs[limit-1]).String()
+	}
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	imgs, err := s.store.ImagesOf(ids)
+	if err != nil {
+		return out, err
+	}
+	for _, j := range jobs {
+		out.Generations = append(out.Generations, s.wire(j, imgs[j.ID]))
+	}
+	return out, nil
 }
 
 // remove cancels a queued or running job (202), or deletes a finished one and its images (204).
@@ -150,9 +185,20 @@ func (s *Server) remove(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if s.rep != nil {
+		s.removeShared(c, id)
+		return
+	}
 	if already, live := s.hub.markCancel(id); live { // running here
 		if already {
 			s.fail(c, fmt.Errorf("job %s is already being cancelled: %w", id, errConflict))
+			return
+		}
+		// in the store before the 202: a restart must not resume (and finish) a job the
+		// client was told is cancelled, should the process die before the run stops
+		if err := s.store.AskCancel(id); err != nil {
+			s.hub.unmarkCancel(id)
+			s.fail(c, err)
 			return
 		}
 		if s.sched.Cancel(id) {
@@ -165,11 +211,10 @@ func (s *Server) remove(c *gin.Context) {
 			return
 		}
 	}
-	if s.rep != nil {
-		s.removeShared(c, id)
-		return
-	}
 	j, err := s.store.Job(id)
+	if errors.Is(err, store.ErrNotFound) {
+		err = s.store.DeleteJob(id) // no record: remove what may be left under its id, then 404
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -185,11 +230,16 @@ func (s *Server) remove(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-// removeShared is DELETE for a job not running here, with a shared store: a job no replica
-// runs is cancelled at once, a running one's owner is told (and renewals tell it too, should
-// the notification be missed), a finished one is deleted.
+// removeShared is DELETE with a shared store. The cancellation is recorded in the database
+// before it is acknowledged (a replica that dies right after cannot let the job finish): a
+// job no replica runs is cancelled at once; a running one is marked, and its owner stops it
+// (this replica at once, another on the notification or, should it be missed, its next
+// renewal); a finished one is deleted.
 func (s *Server) removeShared(c *gin.Context, id string) {
 	out, err := s.rep.q.Cancel(id, cancelReason, time.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		err = s.store.DeleteJob(id) // no record: remove what may be left under its id, then 404
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -206,8 +256,10 @@ func (s *Server) removeShared(c *gin.Context, id string) {
 		c.Status(http.StatusNoContent)
 		return
 	case store.CancelEnded:
+		s.rep.cancelLocal(id) // still here after its lease ran out: its end is not recorded
 		s.rep.send(message{Kind: "done", Job: id})
 	case store.CancelAsked:
+		s.rep.cancelLocal(id)
 		s.rep.send(message{Kind: "cancel", Job: id})
 	}
 	g, err := s.view(id)

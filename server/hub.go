@@ -28,18 +28,28 @@ type liveJob struct {
 	subs     map[chan api.Event]struct{}
 	done     chan struct{}
 	cancel   bool // a DELETE asked to cancel it
+	attempt  int  // the shared queue's attempt this run writes as (store.Hold)
+	lost     bool // its claim was lost: the run is being stopped, and writes nothing
+	// heldUntil is when the claim runs out unless renewed, by this replica's clock: the
+	// start of the last successful claim or renewal plus the lease, less a margin.
+	heldUntil time.Time
 }
 
 func newHub(s *Server) *hub {
 	return &hub{s: s, live: map[string]*liveJob{}, watched: map[string]*liveJob{}}
 }
 
-// track registers a job before it is submitted (imagesDone: already stored, when resumed).
-func (h *hub) track(id string, plan generation.Plan, imagesDone int) {
+// track registers a job before it is submitted (imagesDone: already stored, when resumed;
+// attempt: of the shared queue's claim, 0 without one).
+func (h *hub) track(id string, plan generation.Plan, imagesDone, attempt int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	total := plan.Images()
-	h.live[id] = &liveJob{plan: plan, subs: map[chan api.Event]struct{}{}, done: make(chan struct{}),
+	var until time.Time
+	if h.s.rep != nil {
+		until = time.Now().Add(h.s.rep.lease - h.s.rep.lease/5) // the claim began a moment ago
+	}
+	h.live[id] = &liveJob{plan: plan, subs: map[chan api.Event]struct{}{}, done: make(chan struct{}), attempt: attempt, heldUntil: until,
 		progress: api.Progress{ImagesDone: imagesDone, ImagesTotal: total, TokensDone: imagesDone * plan.SeqLen,
 			TokensTotal: total * plan.SeqLen, Fraction: float64(imagesDone) / float64(max(1, total))}}
 }
@@ -69,6 +79,23 @@ func (h *hub) progress(id string) (api.Progress, bool) {
 		return w.progress, true
 	}
 	return api.Progress{}, false
+}
+
+// unmarkCancel takes back a cancellation request that could not be recorded.
+func (h *hub) unmarkCancel(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if j, ok := h.live[id]; ok {
+		j.cancel = false
+	}
+}
+
+// cancelAsked reports whether a DELETE asked to cancel a live job.
+func (h *hub) cancelAsked(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	return ok && j.cancel
 }
 
 // markCancel records a cancellation request and reports whether one was already made.
@@ -117,10 +144,30 @@ func (h *hub) publish(j *liveJob, ev api.Event) {
 	}
 }
 
+// Started records the start; with a shared store only while this run holds the job.
 func (h *hub) Started(id string, at time.Time) {
-	if err := h.s.store.SetRunning(id, at); err != nil {
+	var err error
+	if h.s.rep != nil {
+		if hold, ok := h.hold(id); ok {
+			_, err = h.s.rep.q.SetRunningOwned(hold, id, at)
+		}
+	} else {
+		err = h.s.store.SetRunning(id, at)
+	}
+	if err != nil {
 		h.s.log.Error("store: job running", "id", id, "err", err)
 	}
+}
+
+// hold is the claim a live job's run writes as (this replica, the attempt it was claimed in).
+func (h *hub) hold(id string) (store.Hold, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	if !ok || j.lost {
+		return store.Hold{}, false
+	}
+	return store.Hold{Owner: h.s.rep.id, Attempt: j.attempt}, true
 }
 
 func (h *hub) Progress(id string, p api.Progress) {
@@ -148,7 +195,7 @@ func (h *hub) Image(id string, img generation.Image) error {
 	}
 	rec := store.Image{ID: store.ImageID(id, img.Index), JobID: id, Index: img.Index, Class: img.Class,
 		ClassName: j.plan.ClassNames[img.Index], Seconds: img.Seconds, Stats: j.plan.WireStats(img)}
-	if err := h.s.throughOutage(func() error { return h.s.store.AddImage(rec, png) }); err != nil {
+	if err := h.s.persist(id, func() error { return h.store(id, rec, png) }); err != nil {
 		return err
 	}
 	m := h.s.metrics
@@ -169,20 +216,48 @@ func (h *hub) Image(id string, img generation.Image) error {
 	return nil
 }
 
-// Finished stores the final state, then wakes waiters and event streams.
+// errNotHeld ends a run whose claim on the job was lost: another attempt owns it now.
+var errNotHeld = errors.New("the job's claim was lost: another attempt owns it")
+
+// store writes an image: with a shared store only while this run holds the job.
+func (h *hub) store(id string, rec store.Image, png []byte) error {
+	if h.s.rep == nil {
+		return h.s.store.AddImage(rec, png)
+	}
+	hold, ok := h.hold(id)
+	if ok {
+		ok, err := h.s.store.AddImageHeld(h.s.rep.q, hold, rec, png)
+		if err != nil || ok {
+			return err
+		}
+	}
+	return errNotHeld
+}
+
+// Finished stores the final state, then wakes waiters and event streams. A run interrupted
+// by a store outage stores none: the job stays unfinished, to run again (persist.go).
 func (h *hub) Finished(id string, err error) {
+	if !interrupted(err) && h.cancelAsked(id) {
+		err = scheduler.ErrCancelled // a DELETE was answered 202 "it ends cancelled": it does, even if it finished meanwhile
+	}
 	status, reason := api.StatusSucceeded, ""
 	switch {
 	case errors.Is(err, scheduler.ErrCancelled):
 		status, reason = api.StatusCancelled, cancelReason
+	case interrupted(err):
+		status = ""
+		h.s.log.Warn("job interrupted by a store outage; it runs again when the store is back", "id", id, "err", detail(err))
 	case err != nil:
 		status, reason = api.StatusFailed, err.Error()
 		h.s.log.Error("job failed", "id", id, "err", err)
 	}
 	now := time.Now()
-	recorded, serr := h.finish(id, status, reason, now)
+	recorded, serr := false, error(nil)
+	if status != "" {
+		recorded, serr = h.finish(id, status, reason, now)
+	}
 	if serr != nil {
-		h.s.log.Error("store: job finished", "id", id, "err", serr)
+		h.s.log.Error("store: job finished", "id", id, "err", detail(serr))
 	}
 	if h.s.rep != nil {
 		defer h.s.rep.ended(id, recorded)
@@ -191,7 +266,9 @@ func (h *hub) Finished(id string, err error) {
 	j, ok := h.live[id]
 	delete(h.live, id)
 	h.mu.Unlock()
-	h.s.metrics.jobs.WithLabelValues(status).Inc()
+	if recorded { // counted by the replica that recorded the end: summed across replicas, once per job
+		h.s.metrics.jobs.WithLabelValues(status).Inc()
+	}
 	if !ok {
 		return
 	}
@@ -201,13 +278,25 @@ func (h *hub) Finished(id string, err error) {
 	close(j.done)
 }
 
-// finish stores a job's end: with a shared store only while this replica still owns it
-// (recorded is false when another replica took the job over).
+// finish stores a job's end, waiting out a store outage (persist): with a shared store only
+// while this run still holds the job (recorded is false when another attempt took it over).
 func (h *hub) finish(id, status, reason string, at time.Time) (recorded bool, err error) {
-	if h.s.rep != nil {
-		return h.s.rep.finish(id, status, reason, at)
+	if h.s.rep == nil {
+		err = h.s.persist(id, func() error { return h.s.store.Finish(id, status, reason, at) })
+		return err == nil, err
 	}
-	return true, h.s.store.Finish(id, status, reason, at)
+	hold, ok := h.hold(id)
+	if !ok {
+		return false, nil
+	}
+	err = h.s.persist(id, func() (err error) {
+		recorded, err = h.s.rep.q.FinishOwned(hold, id, status, reason, at)
+		return err
+	})
+	if err == nil && !recorded {
+		h.s.log.Warn("job ended here after its claim was lost; its end is the new owner's to record", "id", id)
+	}
+	return recorded, err
 }
 
 // closeAll ends every event stream (shutdown): streams see done closed while the job is still

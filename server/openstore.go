@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 
 	"marspec/store"
@@ -26,12 +28,12 @@ func OpenStore(cfg Config) (*store.Store, error) {
 	}
 	meta, err := openMeta(cfg.Store, cfg.DataDir)
 	if err != nil {
-		return nil, fmt.Errorf("--store %s: %w", redact(cfg.Store), oneLine(err))
+		return nil, errors.New(redactIn(fmt.Sprintf("--store %s: %v", cfg.Store, oneLine(err)), cfg.Store))
 	}
 	blobs, err := openBlobs(cfg.Blobs, cfg.DataDir)
 	if err != nil {
 		meta.Close()
-		return nil, fmt.Errorf("--blobs %s: %w", redact(cfg.Blobs), oneLine(err))
+		return nil, errors.New(redactIn(fmt.Sprintf("--blobs %s: %v", cfg.Blobs, oneLine(err)), cfg.Blobs))
 	}
 	return store.New(meta, blobs), nil
 }
@@ -92,16 +94,49 @@ func openBlobs(u, dataDir string) (store.Blobs, error) {
 	return nil, errors.New("unknown kind of image store (allowed: " + blobsForms + ")")
 }
 
-// redact hides a URL's password (--store postgres://user:secret@…, --blobs s3://KEY:SECRET@…).
-func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil || p.User == nil {
-		return u
+// redact hides the secrets of a store URL (--store postgres://user:secret@…, --blobs
+// s3://KEY:SECRET@…, a password= parameter) without relying on it to parse: a password may
+// hold %, #, / or @, and a URL that does not parse is exactly the one an error prints.
+func redact(u string) string { return redactIn(u, u) }
+
+// redactIn replaces every secret of the store URL u in text (the URL itself, or a driver's
+// message that may quote it), as written and percent-decoded.
+func redactIn(text, u string) string {
+	for _, s := range secretsIn(u) {
+		text = strings.ReplaceAll(text, s, "xxxxx")
 	}
-	if _, has := p.User.Password(); has {
-		p.User = url.UserPassword(p.User.Username(), "xxxxx")
+	return text
+}
+
+// secretParam matches a query parameter whose name says it holds a secret.
+var secretParam = regexp.MustCompile(`(?i)[?&][^=&?]*(?:password|secret)[^=&?]*=([^&]*)`)
+
+// secretsIn lists the secrets of u, longest first (one holding another is replaced whole):
+// the password of scheme://USER:PASSWORD@… (the text between the first ':' after "://" and
+// the last '@', whatever it holds) and the values of password and secret parameters.
+func secretsIn(u string) []string {
+	_, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return nil // sqlite:PATH, file:DIR
 	}
-	return p.String()
+	var found []string
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if _, pass, has := strings.Cut(rest[:at], ":"); has && pass != "" {
+			found = append(found, pass)
+		}
+	}
+	for _, m := range secretParam.FindAllStringSubmatch(rest, -1) {
+		if m[1] != "" {
+			found = append(found, m[1])
+		}
+	}
+	for _, s := range found {
+		if d, err := url.PathUnescape(s); err == nil && d != s {
+			found = append(found, d)
+		}
+	}
+	sort.Slice(found, func(i, j int) bool { return len(found[i]) > len(found[j]) })
+	return found
 }
 
 // oneLine keeps a driver's multi-line message on the one line serve prints.

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,10 +53,11 @@ func newReplica(s *Server, q store.Queue, lease time.Duration) *replica {
 		wake: make(chan struct{}, 1), out: make(chan message, 4096), ctx: ctx, stop: stop, lastSent: map[string]time.Time{}}
 }
 
-// start runs the claim, renewal, listening and sending goroutines until halt.
+// start runs the claim, watch, renewal, listening and sending goroutines until halt.
 func (r *replica) start() {
-	r.wg.Add(4)
+	r.wg.Add(5)
 	go func() { defer r.wg.Done(); r.claimLoop() }()
+	go func() { defer r.wg.Done(); r.watchLoop() }()
 	go func() { defer r.wg.Done(); r.renewLoop() }()
 	go func() { defer r.wg.Done(); r.q.Listen(r.ctx, r.receive, r.listening) }()
 	go func() { defer r.wg.Done(); r.sendLoop() }()
@@ -64,11 +67,11 @@ func (r *replica) start() {
 // giveBack returns the jobs this replica still holds to the queue and wakes the others to
 // claim them now rather than after the lease (a clean shutdown).
 func (r *replica) giveBack() {
-	ids := r.s.hub.liveIDs()
-	if len(ids) == 0 {
+	held := r.s.hub.held()
+	if len(held) == 0 {
 		return
 	}
-	if err := r.q.Release(r.id, ids); err != nil {
+	if err := r.q.Release(r.id, held); err != nil {
 		r.s.log.Error("shutdown: giving jobs back to the shared queue", "err", err)
 		return
 	}
@@ -76,13 +79,21 @@ func (r *replica) giveBack() {
 	if err := r.q.Notify(string(b)); err != nil {
 		r.s.log.Warn("shutdown: telling the other replicas", "err", err)
 	}
-	r.s.log.Info("shutdown: jobs given back to the shared queue", "jobs", len(ids))
+	r.s.log.Info("shutdown: jobs given back to the shared queue", "jobs", len(held))
 }
 
-// halt stops the goroutines without giving jobs back (a shutdown releases them first).
-func (r *replica) halt() {
+// halt stops the goroutines without giving jobs back (a shutdown releases them first),
+// waiting for them until ctx ends (one may be in a store call that the database holds up).
+func (r *replica) halt(ctx context.Context) error {
 	r.stop()
-	r.wg.Wait()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("replica goroutines still in store calls at the shutdown deadline: %w", ctx.Err())
+	}
 }
 
 func (r *replica) poke() {
@@ -101,9 +112,23 @@ func (r *replica) claimLoop() {
 			return
 		case <-r.wake:
 		case <-tick.C:
-			r.s.hub.checkWatched()
 		}
 		r.claim()
+	}
+}
+
+// watchLoop ends the watched jobs a missed notification left open, apart from the claim loop:
+// a database slow to answer these reads delays no claim.
+func (r *replica) watchLoop() {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-tick.C:
+			r.s.hub.checkWatched()
+		}
 	}
 }
 
@@ -121,7 +146,15 @@ func (r *replica) claim() {
 			return
 		}
 		if s.sched.Has(j.ID) {
-			continue // still running here after this replica's own lease ran out: the claim renewed it
+			if s.hub.adopt(j.ID, j.Attempt) {
+				continue // still running here after this replica's own lease ran out: it goes on as the new attempt
+			}
+			// A run here is being stopped (its claim was lost): give the new claim back and
+			// claim it again once that run has ended, rather than let it end the job.
+			if rerr := r.q.Release(r.id, map[string]int{j.ID: j.Attempt}); rerr != nil {
+				s.log.Error("store: giving back a claimed job", "id", j.ID, "err", rerr)
+			}
+			return
 		}
 		err = s.readmit(j, false)
 		var never notRunnable
@@ -130,13 +163,13 @@ func (r *replica) claim() {
 		case errors.As(err, &never):
 			reason := "not run: " + err.Error()
 			s.log.Warn("claimed job not runnable", "id", j.ID, "reason", reason)
-			if _, ferr := r.q.FinishOwned(r.id, j.ID, api.StatusFailed, reason, time.Now()); ferr != nil {
+			if _, ferr := r.q.FinishOwned(store.Hold{Owner: r.id, Attempt: j.Attempt}, j.ID, api.StatusFailed, reason, time.Now()); ferr != nil {
 				s.log.Error("store: failing claimed job", "id", j.ID, "err", ferr)
 			}
 			r.send(message{Kind: "done", Job: j.ID})
 		default: // the store or the scheduler, for now: give it back for a later claim
 			s.log.Warn("claimed job given back", "id", j.ID, "err", err)
-			if rerr := r.q.Release(r.id, []string{j.ID}); rerr != nil {
+			if rerr := r.q.Release(r.id, map[string]int{j.ID: j.Attempt}); rerr != nil {
 				s.log.Error("store: giving back a claimed job", "id", j.ID, "err", rerr)
 			}
 			return
@@ -155,14 +188,22 @@ func (r *replica) renewLoop() {
 			return
 		case <-tick.C:
 		}
-		lost, cancel, err := r.q.Renew(r.id, r.s.hub.liveIDs(), r.lease)
+		held, began := r.s.hub.held(), time.Now()
+		lost, cancel, err := r.q.Renew(r.id, held, r.lease)
 		if err != nil {
-			r.s.log.Error("shared queue: renewing leases", "err", err)
+			r.s.log.Error("shared queue: renewing leases", "err", detail(err))
 			continue
 		}
 		for _, id := range lost {
-			r.s.log.Warn("lease lost: the job is another replica's now", "id", id)
-			r.s.sched.Cancel(id) // its end is not recorded here: FinishOwned refuses
+			delete(held, id)
+		}
+		r.s.hub.renewed(slices.Collect(maps.Keys(held)), began.Add(r.lease-r.lease/10))
+		for _, id := range lost {
+			if !r.s.sched.Has(id) || !r.s.hub.markLost(id) {
+				continue // it ended here while the renewal ran: its end was recorded, nothing was lost
+			}
+			r.s.log.Warn("lease lost: the job is another attempt's now", "id", id)
+			r.s.sched.Cancel(id) // the run writes nothing more, its end included
 		}
 		for _, id := range cancel {
 			r.cancelLocal(id)
@@ -176,18 +217,18 @@ func (r *replica) cancelLocal(id string) {
 	}
 }
 
-// retry runs a store call until it succeeds, for at most half the lease (the database or the
-// object store restarting): past the lease the job may be another replica's, and a write fails
-// the job with its reason (an image) or leaves the job to be claimed again (an end).
+// retry runs a store read until it succeeds, through store.ErrUnavailable for at most half
+// the lease (an event stream's final read while the database comes back). A run's writes
+// wait longer, as long as the run holds its job (Server.persist).
 func (r *replica) retry(call func() error) error {
 	deadline := time.Now().Add(r.lease / 2)
 	wait := 50 * time.Millisecond
 	for {
 		err := call()
-		if err == nil || time.Now().Add(wait).After(deadline) || r.ctx.Err() != nil {
-			return err
+		if !errors.Is(err, store.ErrUnavailable) || time.Now().Add(wait).After(deadline) || r.ctx.Err() != nil {
+			return err // done, or an error no wait mends (the claim lost, a bug)
 		}
-		r.s.log.Warn("store call failed; retrying", "err", err, "in", wait)
+		r.s.log.Warn("store call failed; retrying", "err", detail(err), "in", wait)
 		time.Sleep(wait)
 		wait = min(2*wait, time.Second)
 	}
@@ -200,17 +241,4 @@ func (s *Server) throughOutage(call func() error) error {
 		return s.rep.retry(call)
 	}
 	return call()
-}
-
-// finish records a job's end if this replica still owns it.
-func (r *replica) finish(id, status, reason string, at time.Time) (bool, error) {
-	var ok bool
-	err := r.retry(func() (err error) {
-		ok, err = r.q.FinishOwned(r.id, id, status, reason, at)
-		return err
-	})
-	if err == nil && !ok {
-		r.s.log.Warn("job ended here after its lease was lost; its end is the new owner's to record", "id", id)
-	}
-	return ok, err
 }

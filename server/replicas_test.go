@@ -28,14 +28,7 @@ type sharedStore struct {
 func newShared(t *testing.T, blobs string) sharedStore {
 	sh := sharedStore{dsn: storetest.Postgres(t)}
 	if blobs == "s3" {
-		url := storetest.S3(t).URL("images")
-		sh.blobs = func(t *testing.T) store.Blobs {
-			b, err := store.OpenS3(url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
+		sh.blobs = s3Blobs(storetest.S3(t).URL("images"))
 		return sh
 	}
 	dir := t.TempDir()
@@ -47,6 +40,17 @@ func newShared(t *testing.T, blobs string) sharedStore {
 		return b
 	}
 	return sh
+}
+
+// s3Blobs opens the bucket at url, once per replica.
+func s3Blobs(url string) func(t *testing.T) store.Blobs {
+	return func(t *testing.T) store.Blobs {
+		b, err := store.OpenS3(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 }
 
 func (sh sharedStore) replica(t *testing.T, held bool, edit func(*Config)) *testServer {
@@ -67,7 +71,7 @@ func (sh sharedStore) replica(t *testing.T, held bool, edit func(*Config)) *test
 // and claiming, its HTTP server goes, and nothing is given back. Its workers are left where
 // they are (a held one stays held until the test ends, then writes late: fencing must hold).
 func (ts *testServer) crash(t *testing.T) {
-	ts.rep.halt()
+	_ = ts.rep.halt(context.Background())
 	ts.sched.Close()
 	ts.http.Close()
 	ts.http = nil
@@ -392,21 +396,24 @@ func TestReplicasSurviveADatabaseOutage(t *testing.T) {
 	}
 	// every job followed through the other replica's event stream, across the outage
 	finals := make([]*api.Generation, len(ids))
-	var streams sync.WaitGroup
+	var streams, opened sync.WaitGroup
 	for i, id := range ids {
 		streams.Add(1)
+		opened.Add(1)
 		go func() {
 			defer streams.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			g, err := reps[(i+1)%2].client.Events(ctx, id, nil)
+			var first sync.Once
+			g, err := reps[(i+1)%2].client.Events(ctx, id, func(api.Event) error { first.Do(opened.Done); return nil })
+			first.Do(opened.Done)
 			if err != nil {
 				t.Errorf("stream of job %s: %v", id, err)
 			}
 			finals[i] = g
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	opened.Wait() // every stream is open (a request that meets the outage is a 503 to retry)
 	mu.Lock()
 	outage = true
 	mu.Unlock()

@@ -90,6 +90,12 @@ func (s *Server) Resume() (resumed, failed int, err error) {
 		return 0, 0, err
 	}
 	for _, j := range jobs {
+		if j.CancelAsked { // a DELETE was answered 202 before the restart: it ends cancelled
+			if err := s.store.Finish(j.ID, api.StatusCancelled, cancelReason, time.Now()); err != nil {
+				return resumed, failed, err
+			}
+			continue
+		}
 		if err := s.resume(j); err != nil {
 			failed++
 			reason := "not resumed after restart: " + err.Error()
@@ -135,7 +141,7 @@ func (s *Server) readmit(j store.Job, requeue bool) error {
 			return err
 		}
 	}
-	s.hub.track(j.ID, plan, len(imgs))
+	s.hub.track(j.ID, plan, len(imgs), j.Attempt)
 	if err := s.sched.Readmit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
 		s.hub.forget(j.ID)
 		return err
@@ -170,7 +176,9 @@ wait:
 	err := s.sched.Shutdown(ctx)
 	if s.rep != nil {
 		s.rep.giveBack()
-		s.rep.halt()
+		if herr := s.rep.halt(ctx); err == nil {
+			err = herr
+		}
 	}
 	s.hub.closeAll()
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -205,6 +205,25 @@ func TestListPagingAndFilters(t *testing.T) {
 	if page.Total != 3 || len(page.Generations) != 1 || page.Generations[0].ID != ids[0] || len(page.Generations[0].Images) != 1 {
 		t.Fatalf("page 2: %+v", page)
 	}
+	// by cursor: the same order, no count; a bad cursor names the parameter
+	var walked []string
+	for next, first := "", true; first || next != ""; first = false {
+		a := ts.call(t, "GET", "/v1/generations?limit=2&after="+next, "")
+		var l api.GenerationList
+		if err := json.Unmarshal(a.body, &l); err != nil || a.code != 200 || l.Total != -1 {
+			t.Fatalf("cursor page after %q: %d %s", next, a.code, a.body)
+		}
+		for _, g := range l.Generations {
+			walked = append(walked, g.ID)
+		}
+		next = l.Next
+	}
+	if !slices.Equal(walked, []string{ids[2], ids[1], ids[0]}) {
+		t.Errorf("walked by cursor: %v", walked)
+	}
+	if a := ts.call(t, "GET", "/v1/generations?after=nonsense", ""); a.code != 400 || !strings.Contains(string(a.body), `"field":"after"`) {
+		t.Errorf("bad cursor: %d %s", a.code, a.body)
+	}
 	for _, c := range []struct {
 		o    api.ListOptions
 		want []string

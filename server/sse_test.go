@@ -27,7 +27,7 @@ func (m *hiccupPostgres) Job(id string) (store.Job, error) {
 	defer m.mu.Unlock()
 	if err == nil && j.Status != api.StatusQueued && j.Status != api.StatusRunning && m.fails > 0 {
 		m.fails--
-		return store.Job{}, errors.New("conn closed")
+		return store.Job{}, &store.UnavailableError{Store: "database", Cause: "connection lost", Err: errors.New("conn closed")}
 	}
 	return j, err
 }

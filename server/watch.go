@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"time"
 
 	"marspec/api"
 	"marspec/store"
@@ -76,9 +77,67 @@ func (h *hub) checkWatched() {
 	}
 }
 
-// liveIDs are the jobs this replica runs.
-func (h *hub) liveIDs() []string {
+// held are the jobs this replica runs and still holds, with the attempt of each.
+func (h *hub) held() map[string]int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return slices.Collect(maps.Keys(h.live))
+	out := map[string]int{}
+	for id, j := range h.live {
+		if !j.lost {
+			out[id] = j.attempt
+		}
+	}
+	return out
+}
+
+// heldUntil is when a live job's claim runs out unless renewed; false when it is not live or
+// its claim is lost.
+func (h *hub) heldUntil(id string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	if !ok || j.lost {
+		return time.Time{}, false
+	}
+	return j.heldUntil, true
+}
+
+// renewed extends the claims of the live jobs among ids (a renewal that began at start).
+func (h *hub) renewed(ids []string, until time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		if j, ok := h.live[id]; ok && !j.lost {
+			j.heldUntil = until
+		}
+	}
+}
+
+// markLost records that a live job's claim is gone (another attempt owns it): its run writes
+// nothing more and is being stopped. False when the job is no longer live (it ended while
+// the renewal was under way: not a loss).
+func (h *hub) markLost(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	if !ok || j.lost {
+		return false
+	}
+	j.lost = true
+	return true
+}
+
+// adopt lets a run still going here continue as a new attempt this replica claimed (its
+// own lease ran out, during an outage, and nobody else took the job); false when the run is
+// being stopped (its claim was lost, or a DELETE asked): the new claim must not be ended by it.
+func (h *hub) adopt(id string, attempt int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j, ok := h.live[id]
+	if !ok || j.lost || j.cancel {
+		return false
+	}
+	j.attempt = attempt
+	j.heldUntil = time.Now().Add(h.s.rep.lease - h.s.rep.lease/5)
+	return true
 }

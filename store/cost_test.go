@@ -63,10 +63,13 @@ func BenchmarkJobCost(b *testing.B) {
 				if err := s.CreateJob(j); err != nil {
 					b.Fatal(err)
 				}
+				var hold Hold
 				if shared {
-					if _, ok, err := q.Claim("bench", time.Minute, "cancelled"); !ok || err != nil {
+					claimed, ok, err := q.Claim("bench", time.Minute, "cancelled")
+					if !ok || err != nil {
 						b.Fatal(ok, err)
 					}
+					hold = Hold{"bench", claimed.Attempt}
 				}
 				if err := s.SetRunning(id, time.Now()); err != nil {
 					b.Fatal(err)
@@ -77,10 +80,10 @@ func BenchmarkJobCost(b *testing.B) {
 					}
 				}
 				if shared {
-					if _, _, err := q.Renew("bench", []string{id}, time.Minute); err != nil {
+					if _, _, err := q.Renew("bench", map[string]int{id: hold.Attempt}, time.Minute); err != nil {
 						b.Fatal(err)
 					}
-					if ok, err := q.FinishOwned("bench", id, api.StatusSucceeded, "", time.Now()); !ok || err != nil {
+					if ok, err := q.FinishOwned(hold, id, api.StatusSucceeded, "", time.Now()); !ok || err != nil {
 						b.Fatal(ok, err)
 					}
 				} else if err := s.Finish(id, api.StatusSucceeded, "", time.Now()); err != nil {

@@ -3,8 +3,10 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Files is a Blobs in a folder: key "JOB/INDEX.png" is the file root/JOB/INDEX.png.
@@ -33,7 +35,7 @@ func (f *Files) Put(key string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(p, data)
+	return blobErr(writeAtomic(p, data))
 }
 
 // Get reads a blob; ErrNotFound if it is missing.
@@ -46,7 +48,35 @@ func (f *Files) Get(key string) ([]byte, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("file %s missing: %w", key, ErrNotFound)
 	}
-	return data, err
+	return data, blobErr(err)
+}
+
+// Delete removes one blob.
+func (f *Files) Delete(key string) error {
+	p, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	err = os.Remove(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("file %s missing: %w", key, ErrNotFound)
+	}
+	return blobErr(err)
+}
+
+// Keys calls each with every blob's key ("JOB/INDEX.png"); temporary files of writes under
+// way are not blobs.
+func (f *Files) Keys(each func(key string) error) error {
+	return blobErr(filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".tmp-") {
+			return err
+		}
+		rel, err := filepath.Rel(f.root, p)
+		if err != nil {
+			return err
+		}
+		return each(filepath.ToSlash(rel))
+	}))
 }
 
 // DeleteJob removes the job's folder.
@@ -55,7 +85,7 @@ func (f *Files) DeleteJob(job string) error {
 	if err != nil {
 		return err
 	}
-	return os.RemoveAll(p)
+	return blobErr(os.RemoveAll(p))
 }
 
 // writeAtomic writes data to a temporary file in path's folder, syncs it and renames it over

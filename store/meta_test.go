@@ -45,6 +45,7 @@ var metaCases = []struct {
 	{"running keeps the first start", caseRunning},
 	{"finish and requeue", caseFinishRequeue},
 	{"list filters and pages", caseList},
+	{"keyset pages and a page's images", caseKeyset},
 	{"unfinished oldest first", caseUnfinished},
 	{"images once, in order", caseImages},
 	{"delete takes the images", caseDelete},
@@ -266,6 +267,7 @@ func TestPostgresQueue(t *testing.T) {
 	// Two replicas claim concurrently: every job exactly once.
 	var mu sync.Mutex
 	got := map[string]string{}
+	attempt := map[string]int{} // of each job's latest claim
 	var wg sync.WaitGroup
 	for _, r := range []struct {
 		q     *Postgres
@@ -288,6 +290,7 @@ func TestPostgresQueue(t *testing.T) {
 					t.Errorf("job %s claimed by %s and %s", j.ID, prev, r.owner)
 				}
 				got[j.ID] = r.owner
+				attempt[j.ID] = j.Attempt
 				mu.Unlock()
 			}
 		}()
@@ -299,10 +302,10 @@ func TestPostgresQueue(t *testing.T) {
 	if n, _ := a.Waiting(); n != 0 {
 		t.Fatalf("waiting after claims: %d", n)
 	}
-	var ofA []string
+	ofA := map[string]int{}
 	for id, o := range got {
 		if o == "A" {
-			ofA = append(ofA, id)
+			ofA[id] = attempt[id]
 		}
 	}
 	if len(ofA) == 0 {
@@ -317,13 +320,37 @@ func TestPostgresQueue(t *testing.T) {
 	if err != nil || !ok || got[taken.ID] != "A" {
 		t.Fatalf("claim after expiry: %s %v %v", taken.ID, ok, err)
 	}
-	if lost, _, _ := a.Renew("A", []string{taken.ID}, time.Minute); len(lost) != 1 {
+	if taken.Attempt != attempt[taken.ID]+1 {
+		t.Fatalf("claimed again as attempt %d after attempt %d", taken.Attempt, attempt[taken.ID])
+	}
+	oldA, newB := Hold{"A", attempt[taken.ID]}, Hold{"B", taken.Attempt}
+	if lost, _, _ := a.Renew("A", map[string]int{taken.ID: oldA.Attempt}, time.Minute); len(lost) != 1 {
 		t.Fatalf("the old owner still holds %s", taken.ID)
 	}
-	if ok, err := a.FinishOwned("A", taken.ID, api.StatusSucceeded, "", time.Now()); ok || err != nil {
+	img := Image{ID: ImageID(taken.ID, 0), JobID: taken.ID, ClassName: "c"}
+	if ok, err := a.PutImageOwned(oldA, img); ok || err != nil {
+		t.Fatalf("the old owner recorded an image: %v %v", ok, err)
+	}
+	if ok, err := a.SetRunningOwned(oldA, taken.ID, time.Now()); ok || err != nil {
+		t.Fatalf("the old owner set the job running: %v %v", ok, err)
+	}
+	if ok, err := a.FinishOwned(oldA, taken.ID, api.StatusSucceeded, "", time.Now()); ok || err != nil {
 		t.Fatalf("the old owner finished the job: %v %v", ok, err)
 	}
-	if ok, err := b.FinishOwned("B", taken.ID, api.StatusSucceeded, "", time.Now()); !ok || err != nil {
+	if imgs, _ := a.Images(taken.ID); len(imgs) != 0 {
+		t.Fatalf("images recorded by the old owner: %d", len(imgs))
+	}
+	// The same owner in an earlier attempt is fenced off as well.
+	if ok, _ := b.Owns(Hold{"B", newB.Attempt - 1}, taken.ID); ok {
+		t.Fatal("an earlier attempt of the owner holds the job")
+	}
+	if ok, err := b.PutImageOwned(newB, img); !ok || err != nil {
+		t.Fatalf("the new owner could not record an image: %v %v", ok, err)
+	}
+	if ok, err := b.PutImageOwned(newB, img); !ok || err != nil { // idempotent
+		t.Fatalf("recording the same image again: %v %v", ok, err)
+	}
+	if ok, err := b.FinishOwned(newB, taken.ID, api.StatusSucceeded, "", time.Now()); !ok || err != nil {
 		t.Fatalf("the new owner could not finish: %v %v", ok, err)
 	}
 	// Cancelling: an owned job is asked (once), its owner sees it on renewal.
@@ -339,7 +366,7 @@ func TestPostgresQueue(t *testing.T) {
 			t.Fatalf("cancel %d: %v %v", i, out, err)
 		}
 	}
-	if _, cancel, _ := b.Renew("B", []string{ofB}, time.Minute); len(cancel) != 1 {
+	if _, cancel, _ := b.Renew("B", map[string]int{ofB: attempt[ofB]}, time.Minute); len(cancel) != 1 {
 		t.Fatalf("owner not told of the cancellation: %v", cancel)
 	}
 	// An unowned job is cancelled at once; a finished one is left alone.
@@ -354,7 +381,7 @@ func TestPostgresQueue(t *testing.T) {
 		t.Fatalf("cancel finished: %v", out)
 	}
 	// Release hands jobs back at once.
-	if err := b.Release("B", []string{ofB}); err != nil {
+	if err := b.Release("B", map[string]int{ofB: attempt[ofB]}); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := a.Waiting(); n != 1 {

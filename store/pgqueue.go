@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"marspec/api"
 )
@@ -24,7 +26,7 @@ func (p *Postgres) Claim(owner string, lease time.Duration, reason string) (Job,
 	defer cancel()
 	if _, err := p.pool.Exec(ctx, `UPDATE jobs SET status = $1, error = $2, finished = $3, owner = NULL, lease_until = NULL
 		WHERE cancel_requested AND `+claimable, api.StatusCancelled, reason, time.Now().UnixNano()); err != nil {
-		return Job{}, false, err
+		return Job{}, false, dbErr(err)
 	}
 	j, err := scanPgJob(p.pool.QueryRow(ctx, `UPDATE jobs SET owner = $1, lease_until = now() + $2::interval, attempt = attempt + 1
 		WHERE id = (SELECT id FROM jobs WHERE `+claimable+` ORDER BY created, id LIMIT 1 FOR UPDATE SKIP LOCKED) AND `+claimable+`
@@ -35,17 +37,23 @@ func (p *Postgres) Claim(owner string, lease time.Duration, reason string) (Job,
 	return j, err == nil, err
 }
 
-// Renew extends owner's lease on the ids it still owns.
-func (p *Postgres) Renew(owner string, ids []string, lease time.Duration) (lost, cancel []string, err error) {
-	if len(ids) == 0 {
+// owned is the condition of a write by hold ($1 owner, $2 attempt) on job $3.
+const owned = `id = $3 AND owner = $1 AND attempt = $2 AND status IN ('queued', 'running')`
+
+// Renew extends owner's lease on the jobs it holds, in the attempt it holds them.
+func (p *Postgres) Renew(owner string, held map[string]int, lease time.Duration) (lost, cancel []string, err error) {
+	if len(held) == 0 {
 		return nil, nil, nil
 	}
+	ids, attempts := heldArrays(held)
 	ctx, done := opCtx()
 	defer done()
-	rows, err := p.pool.Query(ctx, `UPDATE jobs SET lease_until = now() + $3::interval
-		WHERE owner = $1 AND id = ANY($2) AND status IN ('queued', 'running') RETURNING id, cancel_requested`, owner, ids, lease)
+	rows, err := p.pool.Query(ctx, `UPDATE jobs SET lease_until = now() + $4::interval
+		FROM unnest($2::text[], $3::int[]) AS h(id, attempt)
+		WHERE jobs.id = h.id AND jobs.attempt = h.attempt AND owner = $1 AND status IN ('queued', 'running')
+		RETURNING jobs.id, cancel_requested`, owner, ids, attempts, lease)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, dbErr(err)
 	}
 	kept := map[string]bool{}
 	var id string
@@ -58,7 +66,7 @@ func (p *Postgres) Renew(owner string, ids []string, lease time.Duration) (lost,
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, dbErr(err)
 	}
 	for _, id := range ids {
 		if !kept[id] {
@@ -68,21 +76,66 @@ func (p *Postgres) Renew(owner string, ids []string, lease time.Duration) (lost,
 	return lost, cancel, nil
 }
 
+func heldArrays(held map[string]int) (ids []string, attempts []int32) {
+	for id, a := range held {
+		ids, attempts = append(ids, id), append(attempts, int32(a))
+	}
+	return ids, attempts
+}
+
 // Release hands owner's unfinished jobs back to the queue.
-func (p *Postgres) Release(owner string, ids []string) error {
-	if len(ids) == 0 {
+func (p *Postgres) Release(owner string, held map[string]int) error {
+	if len(held) == 0 {
 		return nil
 	}
+	ids, attempts := heldArrays(held)
 	_, err := p.exec(`UPDATE jobs SET status = $1, owner = NULL, lease_until = NULL
-		WHERE owner = $2 AND id = ANY($3) AND status IN ('queued', 'running')`, api.StatusQueued, owner, ids)
+		FROM unnest($3::text[], $4::int[]) AS h(id, attempt)
+		WHERE jobs.id = h.id AND jobs.attempt = h.attempt AND owner = $2 AND status IN ('queued', 'running')`,
+		api.StatusQueued, owner, ids, attempts)
 	return err
 }
 
-// FinishOwned records the final state only while owner owns the unfinished job.
-func (p *Postgres) FinishOwned(owner, id, status, reason string, at time.Time) (bool, error) {
-	n, err := p.exec(`UPDATE jobs SET status = $1, error = $2, finished = $3, owner = NULL, lease_until = NULL
-		WHERE id = $4 AND owner = $5 AND status IN ('queued', 'running')`, status, reason, at.UnixNano(), id, owner)
+// SetRunningOwned marks the job running from at (keeping the first start) while h holds it.
+func (p *Postgres) SetRunningOwned(h Hold, id string, at time.Time) (bool, error) {
+	n, err := p.exec(`UPDATE jobs SET status = 'running', started = COALESCE(started, $4) WHERE `+owned,
+		h.Owner, h.Attempt, id, at.UnixNano())
 	return n == 1, err
+}
+
+// PutImageOwned records an image while h holds its job, in one statement (the ownership
+// check and the insert see the same row); a record already there (an earlier attempt made
+// the same image) is kept.
+func (p *Postgres) PutImageOwned(h Hold, img Image) (bool, error) {
+	stats, err := statsJSON(img.Stats)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := opCtx()
+	defer cancel()
+	var holds bool
+	err = p.pool.QueryRow(ctx, `WITH holder AS (SELECT id FROM jobs WHERE `+owned+` FOR SHARE),
+		ins AS (INSERT INTO images (id, job_id, idx, class, class_name, seconds, stats)
+			SELECT $4, holder.id, $5, $6, $7, $8, $9 FROM holder ON CONFLICT DO NOTHING)
+		SELECT EXISTS (SELECT 1 FROM holder)`,
+		h.Owner, h.Attempt, img.JobID, img.ID, img.Index, img.Class, img.ClassName, img.Seconds, stats).Scan(&holds)
+	return holds, dbErr(err)
+}
+
+// FinishOwned records the final state only while h holds the job.
+func (p *Postgres) FinishOwned(h Hold, id, status, reason string, at time.Time) (bool, error) {
+	n, err := p.exec(`UPDATE jobs SET status = $4, error = $5, finished = $6, owner = NULL, lease_until = NULL WHERE `+owned,
+		h.Owner, h.Attempt, id, status, reason, at.UnixNano())
+	return n == 1, err
+}
+
+// Owns reports whether h holds the job.
+func (p *Postgres) Owns(h Hold, id string) (bool, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	var holds bool
+	err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE `+owned+`)`, h.Owner, h.Attempt, id).Scan(&holds)
+	return holds, dbErr(err)
 }
 
 // Cancel ends an unowned job at once or marks an owned one for its owner.
@@ -112,7 +165,7 @@ func (p *Postgres) Waiting() (int, error) {
 	defer cancel()
 	var n int
 	err := p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'queued' AND owner IS NULL`).Scan(&n)
-	return n, err
+	return n, dbErr(err)
 }
 
 // notifyChannel is the one LISTEN/NOTIFY channel replicas talk on.
@@ -152,10 +205,30 @@ func (p *Postgres) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, on func(
 	}
 	state(nil)
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		wait, cancel := context.WithTimeout(ctx, listenIdle)
+		n, err := conn.WaitForNotification(wait)
+		cancel()
+		switch {
+		case err == nil:
+			on(n.Payload)
+			continue
+		case ctx.Err() != nil || !pgconn.Timeout(err):
 			return err
 		}
-		on(n.Payload)
+		// idle: a connection cut without a word (a dropped route, a dead server) would wait
+		// forever, so it must answer a ping or be replaced
+		ping, cancel := context.WithTimeout(ctx, listenPing)
+		err = conn.Ping(ping)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("listening connection did not answer a ping: %w", err)
+		}
 	}
 }
+
+// A listening connection idle for listenIdle is pinged, and replaced if it does not answer
+// within listenPing (variables: a test shortens them).
+var (
+	listenIdle = 15 * time.Second
+	listenPing = 5 * time.Second
+)

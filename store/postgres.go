@@ -56,14 +56,14 @@ func (p *Postgres) Close() error { p.pool.Close(); return nil }
 func (p *Postgres) Ping() error {
 	ctx, cancel := opCtx()
 	defer cancel()
-	return p.pool.Ping(ctx)
+	return dbErr(p.pool.Ping(ctx))
 }
 
 func (p *Postgres) exec(sql string, args ...any) (int64, error) {
 	ctx, cancel := opCtx()
 	defer cancel()
 	tag, err := p.pool.Exec(ctx, sql, args...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), dbErr(err)
 }
 
 // CreateJob stores a new job.
@@ -100,13 +100,20 @@ func (p *Postgres) Finish(id, status, reason string, at time.Time) error {
 	return err
 }
 
+// AskCancel records a cancellation request on an unfinished job (its owner acts on it; see
+// Queue.Cancel, which also ends an unowned one).
+func (p *Postgres) AskCancel(id string) error {
+	_, err := p.exec(`UPDATE jobs SET cancel_requested = TRUE WHERE id = $1 AND status IN ('queued', 'running')`, id)
+	return err
+}
+
 // Requeue puts a job back to queued, with no owner.
 func (p *Postgres) Requeue(id string) error {
 	_, err := p.exec(`UPDATE jobs SET status = $1, owner = NULL, lease_until = NULL WHERE id = $2`, api.StatusQueued, id)
 	return err
 }
 
-const pgJobCols = `id, created, status, error, started, finished, request::text, settings::text`
+const pgJobCols = `id, created, status, error, started, finished, request::text, settings::text, attempt, cancel_requested`
 
 // scanPgJob decodes a job; extra receives columns selected after the job's.
 func scanPgJob(row pgx.Row, extra ...any) (Job, error) {
@@ -114,11 +121,11 @@ func scanPgJob(row pgx.Row, extra ...any) (Job, error) {
 	var created int64
 	var started, finished *int64
 	var req, set string
-	if err := row.Scan(append([]any{&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set}, extra...)...); err != nil {
+	if err := row.Scan(append([]any{&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set, &j.Attempt, &j.CancelAsked}, extra...)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return j, ErrNotFound
 		}
-		return j, err
+		return j, dbErr(err)
 	}
 	j.Created = time.Unix(0, created).UTC()
 	j.Started, j.Finished = fromNanos(started), fromNanos(finished)
@@ -146,9 +153,51 @@ func (p *Postgres) Job(id string) (Job, error) {
 	return scanPgJob(p.pool.QueryRow(ctx, `SELECT `+pgJobCols+` FROM jobs WHERE id = $1`, id))
 }
 
-// List returns a page of jobs, newest first, and how many match: one query, the count riding
-// along as a window (a page past the end has no rows to carry it, and counts again).
+// List returns a page of jobs, newest first, and how many match (a separate count, which an
+// index-only scan answers; a window count(*) OVER () read every matching row whole).
 func (p *Postgres) List(f Filter, limit, offset int) ([]Job, int, error) {
+	cond, args := pgFilter(f)
+	ctx, cancel := opCtx()
+	defer cancel()
+	var total int
+	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE `+cond, args...).Scan(&total); err != nil {
+		return nil, 0, dbErr(err)
+	}
+	n := len(args)
+	jobs, err := p.jobs(fmt.Sprintf(`SELECT `+pgJobCols+` FROM jobs WHERE %s ORDER BY created DESC, id COLLATE "C" LIMIT $%d OFFSET $%d`,
+		cond, n+1, n+2), append(args, limit, offset)...)
+	return jobs, total, err
+}
+
+// After returns up to limit jobs listed after c, newest first: the index on (created DESC, id)
+// reads from c on, and ties of created (rare) are put in id order by an incremental sort.
+func (p *Postgres) After(f Filter, limit int, c Cursor) ([]Job, error) {
+	sql, args := afterQuery(f, limit, c)
+	return p.jobs(sql, args...)
+}
+
+func afterQuery(f Filter, limit int, c Cursor) (string, []any) {
+	cond, args := pgFilter(f)
+	n := len(args)
+	return fmt.Sprintf(`SELECT `+pgJobCols+` FROM jobs WHERE %s AND created <= $%d AND (created < $%d OR id COLLATE "C" > $%d)
+		ORDER BY created DESC, id COLLATE "C" LIMIT $%d`, cond, n+1, n+1, n+2, n+3), append(args, c.Created.UnixNano(), c.ID, limit)
+}
+
+// ImagesOf returns the images of several jobs in one query.
+func (p *Postgres) ImagesOf(jobs []string) (map[string][]Image, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	rows, err := p.pool.Query(ctx, `SELECT `+pgImageCols+` FROM images WHERE job_id = ANY($1) ORDER BY job_id, idx`, jobs)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	defer rows.Close()
+	imgs, err := collect(rows, func(r pgx.Rows) (Image, error) { return scanPgImage(r) })
+	return imagesByJob(imgs), err
+}
+
+// pgFilter is the WHERE condition of a list filter and its arguments ($1…).
+func pgFilter(f Filter) (string, []any) {
 	cond, args := `TRUE`, []any{}
 	if f.Class != nil {
 		args = append(args, *f.Class)
@@ -162,31 +211,7 @@ func (p *Postgres) List(f Filter, limit, offset int) ([]Job, int, error) {
 		args = append(args, f.Status)
 		cond += fmt.Sprintf(` AND status = $%d`, len(args))
 	}
-	ctx, cancel := opCtx()
-	defer cancel()
-	q := fmt.Sprintf(`SELECT `+pgJobCols+`, count(*) OVER () FROM jobs WHERE %s ORDER BY created DESC, id COLLATE "C" LIMIT $%d OFFSET $%d`,
-		cond, len(args)+1, len(args)+2)
-	rows, err := p.pool.Query(ctx, q, append(args, limit, offset)...)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rows.Close()
-	var out []Job
-	total := 0
-	for rows.Next() {
-		j, err := scanPgJob(rows, &total)
-		if err != nil {
-			return nil, 0, err
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
-	}
-	if len(out) == 0 && offset > 0 {
-		err = p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE `+cond, args...).Scan(&total)
-	}
-	return out, total, err
+	return cond, args
 }
 
 // Unfinished returns the jobs queued or running, oldest first.
@@ -200,7 +225,7 @@ func (p *Postgres) jobs(sql string, args ...any) ([]Job, error) {
 	defer cancel()
 	rows, err := p.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, err
+		return nil, dbErr(err)
 	}
 	defer rows.Close()
 	return collect(rows, func(r pgx.Rows) (Job, error) { return scanPgJob(r) })
@@ -215,20 +240,34 @@ func (p *Postgres) DeleteJob(id string) error {
 	return err
 }
 
+// DeleteImage removes one image record.
+func (p *Postgres) DeleteImage(id string) error {
+	_, err := p.exec(`DELETE FROM images WHERE id = $1`, id)
+	return err
+}
+
 // PutImage records an image once: a second put of the same id (a job resumed elsewhere made
 // it again, with the same bytes) keeps the first record.
 func (p *Postgres) PutImage(img Image) error {
-	var stats any
-	if img.Stats != nil {
-		b, err := json.Marshal(img.Stats)
-		if err != nil {
-			return err
-		}
-		stats = string(b)
+	stats, err := statsJSON(img.Stats)
+	if err != nil {
+		return err
 	}
-	_, err := p.exec(`INSERT INTO images (id, job_id, idx, class, class_name, seconds, stats) VALUES ($1, $2, $3, $4, $5, $6, $7)
+	_, err = p.exec(`INSERT INTO images (id, job_id, idx, class, class_name, seconds, stats) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT DO NOTHING`, img.ID, img.JobID, img.Index, img.Class, img.ClassName, img.Seconds, stats)
 	return err
+}
+
+// statsJSON is an image's statistics as stored (NULL when it has none).
+func statsJSON(st *api.ImageStats) (any, error) {
+	if st == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
 }
 
 const pgImageCols = `id, job_id, idx, class, class_name, seconds, stats::text`
@@ -240,7 +279,7 @@ func scanPgImage(row pgx.Row) (Image, error) {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return im, ErrNotFound
 		}
-		return im, err
+		return im, dbErr(err)
 	}
 	if stats != nil {
 		if err := json.Unmarshal([]byte(*stats), &im.Stats); err != nil {
@@ -256,7 +295,7 @@ func (p *Postgres) Images(job string) ([]Image, error) {
 	defer cancel()
 	rows, err := p.pool.Query(ctx, `SELECT `+pgImageCols+` FROM images WHERE job_id = $1 ORDER BY idx`, job)
 	if err != nil {
-		return nil, err
+		return nil, dbErr(err)
 	}
 	defer rows.Close()
 	return collect(rows, func(r pgx.Rows) (Image, error) { return scanPgImage(r) })

@@ -16,16 +16,24 @@ import (
 // SQLite does not implement Queue: one process owns the file, and resumes at start.
 type Queue interface {
 	// Claim takes the oldest job that is queued, or whose owner's lease ran out, and makes
-	// owner its owner for lease; ok is false when there is none. A job whose cancellation
-	// was asked while it had no live owner is ended as cancelled (reason) instead.
+	// owner its owner for lease, as a new attempt (Job.Attempt); ok is false when there is
+	// none. A job whose cancellation was asked while it had no live owner is ended as
+	// cancelled (reason) instead.
 	Claim(owner string, lease time.Duration, reason string) (j Job, ok bool, err error)
-	// Renew extends owner's lease on ids. lost are the ids it no longer owns (ended, or
-	// claimed by another after the lease ran out); cancel those whose cancellation was asked.
-	Renew(owner string, ids []string, lease time.Duration) (lost, cancel []string, err error)
-	// Release gives owner's unfinished jobs among ids back to the queue (a clean shutdown).
-	Release(owner string, ids []string) error
-	// FinishOwned is Finish while owner still owns the job; false (and no write) otherwise.
-	FinishOwned(owner, id, status, reason string, at time.Time) (bool, error)
+	// Renew extends owner's lease on the jobs it holds (id → attempt). lost are the ids it no
+	// longer holds (ended, or claimed again, by another or by itself as a later attempt);
+	// cancel those whose cancellation was asked.
+	Renew(owner string, held map[string]int, lease time.Duration) (lost, cancel []string, err error)
+	// Release gives owner's unfinished jobs among held back to the queue (a clean shutdown).
+	Release(owner string, held map[string]int) error
+	// Every write a run makes holds only while its Hold does (the job unfinished, owned by
+	// the same replica in the same attempt); ok is false, and nothing is written, otherwise.
+	// A replica whose lease lapsed, or a run of an earlier attempt, changes nothing.
+	SetRunningOwned(h Hold, id string, at time.Time) (ok bool, err error)
+	PutImageOwned(h Hold, img Image) (ok bool, err error)
+	FinishOwned(h Hold, id, status, reason string, at time.Time) (ok bool, err error)
+	// Owns reports whether h still holds job id (checked before an object is written).
+	Owns(h Hold, id string) (bool, error)
 	// Cancel asks for a job's cancellation: an unowned job (queued, or its owner's lease ran
 	// out) is ended at once with reason; an owned one is marked for its owner.
 	Cancel(id, reason string, at time.Time) (CancelOutcome, error)
@@ -37,6 +45,14 @@ type Queue interface {
 	// it reconnects after a lost connection (messages sent meanwhile are missed: callers
 	// also poll). state is told of each connection (nil) and each loss (the error).
 	Listen(ctx context.Context, on func(msg string), state func(err error))
+}
+
+// Hold is one replica's claim on a job: the owner and the attempt of that claim. A job
+// claimed again (after a lease ran out, or given back and claimed anew) is a new attempt, so
+// a run of the earlier one is fenced off even on the replica that owns the job again.
+type Hold struct {
+	Owner   string
+	Attempt int
 }
 
 // CancelOutcome says what Queue.Cancel did.

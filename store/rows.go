@@ -17,5 +17,5 @@ func collect[R rowSet, T any](rows R, scan func(R) (T, error)) ([]T, error) {
 		}
 		out = append(out, v)
 	}
-	return out, rows.Err()
+	return out, dbErr(rows.Err())
 }

@@ -106,7 +106,7 @@ func (s *S3) Put(key string, data []byte) error {
 	defer cancel()
 	_, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{ContentType: "image/png"})
 	if err != nil {
-		return fmt.Errorf("S3 put %s/%s: %w", s.bucket, key, err)
+		return fmt.Errorf("S3 put %s: %w", key, blobErr(err))
 	}
 	return nil
 }
@@ -129,7 +129,35 @@ func (s *S3) Get(key string) ([]byte, error) {
 	if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
 		return nil, fmt.Errorf("object %s missing: %w", key, ErrNotFound)
 	}
-	return nil, fmt.Errorf("S3 get %s/%s: %w", s.bucket, key, err)
+	return nil, fmt.Errorf("S3 get %s: %w", key, blobErr(err))
+}
+
+// Delete removes one object (S3 answers a missing key as deleted: no ErrNotFound).
+func (s *S3) Delete(key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), blobTimeout)
+	defer cancel()
+	if err := s.c.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("S3 delete %s: %w", key, blobErr(err))
+	}
+	return nil
+}
+
+// Keys calls each with every object's key.
+func (s *S3) Keys(each func(key string) error) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			return fmt.Errorf("S3 list: %w", blobErr(o.Err))
+		}
+		if err := each(o.Key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // DeleteJob removes every object under "JOB/".
@@ -154,10 +182,10 @@ func (s *S3) DeleteJob(job string) error {
 	}()
 	var errs []error
 	for e := range s.c.RemoveObjects(ctx, s.bucket, keys, minio.RemoveObjectsOptions{}) {
-		errs = append(errs, fmt.Errorf("S3 delete %s/%s: %w", s.bucket, e.ObjectName, e.Err))
+		errs = append(errs, fmt.Errorf("S3 delete %s: %w", e.ObjectName, blobErr(e.Err)))
 	}
 	if listErr != nil {
-		errs = append(errs, fmt.Errorf("S3 list %s/%s/: %w", s.bucket, job, listErr))
+		errs = append(errs, fmt.Errorf("S3 list %s/: %w", job, blobErr(listErr)))
 	}
 	return errors.Join(errs...)
 }

@@ -21,7 +21,7 @@ const schema = `
 CREATE TABLE IF NOT EXISTS jobs (
   id TEXT PRIMARY KEY, created INTEGER NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
   started INTEGER, finished INTEGER, mode TEXT NOT NULL, classes TEXT NOT NULL,
-  request TEXT NOT NULL, settings TEXT NOT NULL);
+  request TEXT NOT NULL, settings TEXT NOT NULL, cancel_requested INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created DESC);
 CREATE TABLE IF NOT EXISTS images (
   id TEXT PRIMARY KEY, job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, idx INTEGER NOT NULL,
@@ -40,6 +40,16 @@ func OpenSQLite(path string) (*SQLite, error) {
 		db.Close()
 		return nil, fmt.Errorf("database %s: %w", path, err)
 	}
+	// a database made before cancel_requested existed gets the column
+	var has int
+	err = db.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'cancel_requested'`).Scan(&has)
+	if err == nil && has == 0 {
+		_, err = db.Exec(`ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0`)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("database %s: %w", path, err)
+	}
 	return &SQLite{db: db}, nil
 }
 
@@ -47,7 +57,7 @@ func OpenSQLite(path string) (*SQLite, error) {
 func (s *SQLite) Close() error { return s.db.Close() }
 
 // Ping checks the database answers (readiness).
-func (s *SQLite) Ping() error { return s.db.Ping() }
+func (s *SQLite) Ping() error { return dbErr(s.db.Ping()) }
 
 func nanos(t *time.Time) any {
 	if t == nil {
@@ -80,40 +90,46 @@ func (s *SQLite) CreateJob(j Job) error {
 	_, err = s.db.Exec(`INSERT INTO jobs (id, created, status, error, started, finished, mode, classes, request, settings)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Created.UnixNano(), j.Status, j.Error, nanos(j.Started), nanos(j.Finished),
 		j.Settings.Mode, classList(j.Settings.Classes), string(req), string(set))
-	return err
+	return dbErr(err)
 }
 
 // SetRunning marks a job running from at.
 func (s *SQLite) SetRunning(id string, at time.Time) error {
 	_, err := s.db.Exec(`UPDATE jobs SET status = ?, started = COALESCE(started, ?) WHERE id = ? AND status IN (?, ?)`,
 		api.StatusRunning, at.UnixNano(), id, api.StatusQueued, api.StatusRunning)
-	return err
+	return dbErr(err)
 }
 
 // Finish records a job's final status and reason.
 func (s *SQLite) Finish(id, status, reason string, at time.Time) error {
 	_, err := s.db.Exec(`UPDATE jobs SET status = ?, error = ?, finished = ? WHERE id = ?`, status, reason, at.UnixNano(), id)
-	return err
+	return dbErr(err)
+}
+
+// AskCancel records a cancellation request on an unfinished job.
+func (s *SQLite) AskCancel(id string) error {
+	_, err := s.db.Exec(`UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND status IN (?, ?)`, id, api.StatusQueued, api.StatusRunning)
+	return dbErr(err)
 }
 
 // Requeue puts an interrupted job back to queued (on start, before resuming it).
 func (s *SQLite) Requeue(id string) error {
 	_, err := s.db.Exec(`UPDATE jobs SET status = ? WHERE id = ?`, api.StatusQueued, id)
-	return err
+	return dbErr(err)
 }
 
-const jobCols = `id, created, status, error, started, finished, request, settings`
+const jobCols = `id, created, status, error, started, finished, request, settings, cancel_requested`
 
 func scanJob(row interface{ Scan(...any) error }) (Job, error) {
 	var j Job
 	var created int64
 	var started, finished sql.NullInt64
 	var req, set string
-	if err := row.Scan(&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set); err != nil {
+	if err := row.Scan(&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set, &j.CancelAsked); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return j, ErrNotFound
 		}
-		return j, err
+		return j, dbErr(err)
 	}
 	j.Created = time.Unix(0, created).UTC()
 	if started.Valid {
@@ -140,6 +156,43 @@ func (s *SQLite) Job(id string) (Job, error) {
 
 // List returns a page of jobs, newest first, and how many match.
 func (s *SQLite) List(f Filter, limit, offset int) ([]Job, int, error) {
+	cond, args := sqliteFilter(f)
+	var total int
+	if err := s.db.QueryRow(`SELECT COUNT(*) FROM jobs WHERE `+cond, args...).Scan(&total); err != nil {
+		return nil, 0, dbErr(err)
+	}
+	jobs, err := s.jobs(`SELECT `+jobCols+` FROM jobs WHERE `+cond+` ORDER BY created DESC, id LIMIT ? OFFSET ?`,
+		append(args, limit, offset)...)
+	return jobs, total, err
+}
+
+// After returns up to limit jobs listed after c, newest first.
+func (s *SQLite) After(f Filter, limit int, c Cursor) ([]Job, error) {
+	cond, args := sqliteFilter(f)
+	return s.jobs(`SELECT `+jobCols+` FROM jobs WHERE `+cond+` AND created <= ? AND (created < ? OR id > ?) ORDER BY created DESC, id LIMIT ?`,
+		append(args, c.Created.UnixNano(), c.Created.UnixNano(), c.ID, limit)...)
+}
+
+// ImagesOf returns the images of several jobs in one query.
+func (s *SQLite) ImagesOf(jobs []string) (map[string][]Image, error) {
+	if len(jobs) == 0 {
+		return map[string][]Image{}, nil
+	}
+	args := make([]any, len(jobs))
+	for i, id := range jobs {
+		args[i] = id
+	}
+	rows, err := s.db.Query(`SELECT `+imageCols+` FROM images WHERE job_id IN (?`+strings.Repeat(",?", len(jobs)-1)+`) ORDER BY job_id, idx`, args...)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	defer rows.Close()
+	imgs, err := collect(rows, func(r *sql.Rows) (Image, error) { return scanImage(r) })
+	return imagesByJob(imgs), err
+}
+
+// sqliteFilter is the WHERE condition of a list filter and its arguments.
+func sqliteFilter(f Filter) (string, []any) {
 	where, args := []string{"1=1"}, []any{}
 	if f.Class != nil {
 		where, args = append(where, "classes LIKE ?"), append(args, "%,"+strconv.Itoa(*f.Class)+",%")
@@ -150,14 +203,7 @@ func (s *SQLite) List(f Filter, limit, offset int) ([]Job, int, error) {
 	if f.Status != "" {
 		where, args = append(where, "status = ?"), append(args, f.Status)
 	}
-	cond := strings.Join(where, " AND ")
-	var total int
-	if err := s.db.QueryRow(`SELECT COUNT(*) FROM jobs WHERE `+cond, args...).Scan(&total); err != nil {
-		return nil, 0, err
-	}
-	jobs, err := s.jobs(`SELECT `+jobCols+` FROM jobs WHERE `+cond+` ORDER BY created DESC, id LIMIT ? OFFSET ?`,
-		append(args, limit, offset)...)
-	return jobs, total, err
+	return strings.Join(where, " AND "), args
 }
 
 // Unfinished returns the jobs left queued or running (by a crash or a shutdown), oldest first.
@@ -168,7 +214,7 @@ func (s *SQLite) Unfinished() ([]Job, error) {
 func (s *SQLite) jobs(query string, args ...any) ([]Job, error) {
 	rows, err := s.db.Query(query, args...)
 	if err != nil {
-		return nil, err
+		return nil, dbErr(err)
 	}
 	defer rows.Close()
 	return collect(rows, func(r *sql.Rows) (Job, error) { return scanJob(r) })
@@ -178,13 +224,19 @@ func (s *SQLite) jobs(query string, args ...any) ([]Job, error) {
 func (s *SQLite) DeleteJob(id string) error {
 	res, err := s.db.Exec(`DELETE FROM jobs WHERE id = ?`, id)
 	if err != nil {
-		return err
+		return dbErr(err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNotFound
 	}
 	_, err = s.db.Exec(`DELETE FROM images WHERE job_id = ?`, id) // also without foreign-key support
-	return err
+	return dbErr(err)
+}
+
+// DeleteImage removes one image record.
+func (s *SQLite) DeleteImage(id string) error {
+	_, err := s.db.Exec(`DELETE FROM images WHERE id = ?`, id)
+	return dbErr(err)
 }
 
 // PutImage records an image (replacing a record of the same id: a resumed job remade it).
@@ -199,7 +251,7 @@ func (s *SQLite) PutImage(img Image) error {
 	}
 	_, err := s.db.Exec(`INSERT OR REPLACE INTO images (id, job_id, idx, class, class_name, seconds, stats) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		img.ID, img.JobID, img.Index, img.Class, img.ClassName, img.Seconds, stats)
-	return err
+	return dbErr(err)
 }
 
 const imageCols = `id, job_id, idx, class, class_name, seconds, stats`
@@ -211,7 +263,7 @@ func scanImage(row interface{ Scan(...any) error }) (Image, error) {
 		if errors.Is(err, sql.ErrNoRows) {
 			return im, ErrNotFound
 		}
-		return im, err
+		return im, dbErr(err)
 	}
 	if stats.Valid {
 		if err := json.Unmarshal([]byte(stats.String), &im.Stats); err != nil {
@@ -225,7 +277,7 @@ func scanImage(row interface{ Scan(...any) error }) (Image, error) {
 func (s *SQLite) Images(job string) ([]Image, error) {
 	rows, err := s.db.Query(`SELECT `+imageCols+` FROM images WHERE job_id = ? ORDER BY idx`, job)
 	if err != nil {
-		return nil, err
+		return nil, dbErr(err)
 	}
 	defer rows.Close()
 	return collect(rows, func(r *sql.Rows) (Image, error) { return scanImage(r) })

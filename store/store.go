@@ -28,6 +28,10 @@ type Job struct {
 	Finished *time.Time
 	Request  api.GenerateRequest // as accepted, with the seed filled in: enough to run it again
 	Settings api.Settings
+	Attempt  int // claims so far (a shared queue's Claim returns the attempt it began); 0 in SQLite
+	// CancelAsked: a DELETE asked to cancel the job before it ended; a restart or a claim
+	// ends it as cancelled rather than run it.
+	CancelAsked bool
 }
 
 // Image is a stored image record (its PNG is a blob).
@@ -54,11 +58,15 @@ type Meta interface {
 	SetRunning(id string, at time.Time) error             // queued -> running, keeping the first start
 	Finish(id, status, reason string, at time.Time) error // final status and reason
 	Requeue(id string) error                              // back to queued (resume after a restart)
+	AskCancel(id string) error                            // record that a DELETE asked to cancel the unfinished job (Job.CancelAsked)
 	Job(id string) (Job, error)
 	List(f Filter, limit, offset int) ([]Job, int, error) // newest first, and how many match
+	After(f Filter, limit int, c Cursor) ([]Job, error)   // newest first, the jobs listed after c (keyset: no count, no skipped rows)
+	ImagesOf(jobs []string) (map[string][]Image, error)   // the images of several jobs in one query, each in index order
 	Unfinished() ([]Job, error)                           // queued or running, oldest first
 	DeleteJob(id string) error                            // the job and its image records
 	PutImage(img Image) error                             // idempotent: one record per id (SQLite replaces, PostgreSQL keeps the first; the bytes are the same)
+	DeleteImage(id string) error                          // one image record (the store check's repair)
 	Images(job string) ([]Image, error)                   // index order
 	Image(id string) (Image, error)
 	Ping() error
@@ -70,7 +78,9 @@ type Meta interface {
 type Blobs interface {
 	Put(key string, data []byte) error
 	Get(key string) ([]byte, error)
-	DeleteJob(job string) error // every blob of the job
+	Delete(key string) error                // one blob; ErrNotFound if there is none
+	DeleteJob(job string) error             // every blob of the job
+	Keys(each func(key string) error) error // every key, in no set order (the store check)
 }
 
 // Store is a Meta and a Blobs, kept consistent: a blob is written before its record (a crash
@@ -112,6 +122,22 @@ func (s *Store) AddImage(img Image, png []byte) error {
 	return s.PutImage(img)
 }
 
+// AddImageHeld stores the PNG, then the record, while h holds the job (q is this store's
+// Meta as a Queue): a replica whose lease lapsed, or a run of an earlier attempt, writes
+// neither (ok false). Ownership is checked before the object is written and again, in the
+// same statement, with the record; a lease lost between the two leaves an object with the
+// bytes the new owner writes anyway (images are deterministic), which the job's DELETE or
+// the store check removes should the new owner never write its record.
+func (s *Store) AddImageHeld(q Queue, h Hold, img Image, png []byte) (ok bool, err error) {
+	if ok, err := q.Owns(h, img.JobID); err != nil || !ok {
+		return false, err
+	}
+	if err := s.Blobs.Put(blobKey(img.JobID, img.Index), png); err != nil {
+		return false, err
+	}
+	return q.PutImageOwned(h, img)
+}
+
 // ImagePNG returns the bytes of a stored image.
 func (s *Store) ImagePNG(id string) ([]byte, error) {
 	im, err := s.Image(id)
@@ -125,10 +151,14 @@ func (s *Store) ImagePNG(id string) ([]byte, error) {
 	return data, nil
 }
 
-// DeleteJob removes a job, its image records and its blobs.
+// DeleteJob removes a job's blobs, then its record and image records: a failure on the way
+// (the object store or the database down) leaves the record, so the caller's error is true
+// and a retry finishes the removal; it never leaves blobs that no record leads to. A job
+// without a record still has any blobs left under its id removed (ErrNotFound after): what
+// a late writer or an earlier failure left behind goes with the next DELETE.
 func (s *Store) DeleteJob(id string) error {
-	if err := s.Meta.DeleteJob(id); err != nil {
+	if err := s.Blobs.DeleteJob(id); err != nil {
 		return err
 	}
-	return s.Blobs.DeleteJob(id)
+	return s.Meta.DeleteJob(id)
 }

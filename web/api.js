@@ -48,7 +48,8 @@ const api = {
   remove(id) { return this.request("DELETE", "/v1/generations/" + encodeURIComponent(id)); },
   list(params) {
     const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v !== "" && v != null) q.set(k, v);
+    // an empty after= is kept: it asks for the first page by cursor (no count of every job)
+    for (const [k, v] of Object.entries(params)) if ((v !== "" || k === "after") && v != null) q.set(k, v);
     return this.request("GET", "/v1/generations?" + q.toString());
   },
 

@@ -3,18 +3,19 @@
 "use strict";
 
 const gallery = {
-  offset: 0,
+  // pages by cursor (?after=): cursors[i] starts page i ("" the first); the list is never
+  // counted, so a page costs the same however many jobs there are
+  cursors: [""],
   limit: 6,
-  total: 0,
   jobs: new Map(), // id -> generation, for the detail view
   timer: 0,
 
   init() {
     $("#g-refresh").addEventListener("click", () => this.load());
-    $("#g-class").addEventListener("change", () => { this.offset = 0; this.load(); });
-    $("#g-mode").addEventListener("change", () => { this.offset = 0; this.load(); });
-    $("#g-prev").addEventListener("click", () => { this.offset = Math.max(0, this.offset - this.limit); this.load(); });
-    $("#g-next").addEventListener("click", () => { this.offset += this.limit; this.load(); });
+    $("#g-class").addEventListener("change", () => { this.cursors = [""]; this.load(); });
+    $("#g-mode").addEventListener("change", () => { this.cursors = [""]; this.load(); });
+    $("#g-prev").addEventListener("click", () => { if (this.cursors.length > 1) this.cursors.pop(); this.load(); });
+    $("#g-next").addEventListener("click", () => { if (this.next) this.cursors.push(this.next); this.load(); });
     this.load();
   },
 
@@ -23,13 +24,13 @@ const gallery = {
     box.hidden = true;
     let page;
     try {
-      page = await api.list({ limit: this.limit, offset: this.offset, class: $("#g-class").value, mode: $("#g-mode").value });
+      page = await api.list({ limit: this.limit, after: this.cursors[this.cursors.length - 1], class: $("#g-class").value, mode: $("#g-mode").value });
     } catch (e) {
       box.textContent = (e.field ? e.field + ": " : "") + e.message;
       box.hidden = false;
       return;
     }
-    this.total = page.total;
+    this.next = page.next || "";
     const list = $("#jobs");
     list.textContent = "";
     this.jobs.clear();
@@ -38,13 +39,12 @@ const gallery = {
       list.appendChild(this.card(g));
     }
     if (page.generations.length === 0) list.appendChild(el("p", { class: "muted" }, "No images yet: generate some above."));
-    const pages = Math.max(1, Math.ceil(page.total / this.limit));
-    $("#g-page").textContent = `Page ${Math.floor(this.offset / this.limit) + 1} of ${pages} (${page.total} jobs)`;
+    $("#g-page").textContent = `Page ${this.cursors.length}`;
     // jobs still queued or running (from another tab, or a restart) are refreshed until done
     clearTimeout(this.timer);
     if (page.generations.some((g) => this.isLive(g))) this.timer = setTimeout(() => this.load(), 2000);
-    $("#g-prev").disabled = this.offset === 0;
-    $("#g-next").disabled = this.offset + this.limit >= page.total;
+    $("#g-prev").disabled = this.cursors.length === 1;
+    $("#g-next").disabled = !this.next;
   },
 
   describe(g) {

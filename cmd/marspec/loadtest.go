@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,7 +42,7 @@ type loadFlags struct {
 	rt              *runtimeFlags
 }
 
-func runLoadtest(args []string) error {
+func runLoadtest(args []string) (err error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	var f loadFlags
 	fs.StringVar(&f.server, "server", "", "a running server to load, or replicas of one service comma-separated (requests go round-robin; loopback only); default: start one in this process on the embedded models")
@@ -94,14 +95,23 @@ func runLoadtest(args []string) error {
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), f.rt.device, f.clients, f.reqs, f.minImg, f.maxImg, f.describeRequest())
 	var results []loadtest.Result
 	var models generation.Models // shared by the passes: packs open once
+	var failed error             // a verdict that failed: the results are printed first
 	for _, batching := range passes {
 		res, err := f.pass(batching, &models)
-		if err != nil {
+		if err != nil && res.Verdict == "" {
 			return fmt.Errorf("pass with cross-request batching %s: %w", batching, err)
+		}
+		if err != nil && failed == nil {
+			failed = fmt.Errorf("pass with cross-request batching %s: %w", batching, err)
 		}
 		results = append(results, res)
 	}
 	loadtest.Print(os.Stdout, results)
+	defer func() {
+		if failed != nil && err == nil {
+			err = failed
+		}
+	}()
 	if f.jsonOut != "" {
 		data, _ := json.MarshalIndent(results, "", "  ")
 		if err := os.WriteFile(f.jsonOut, append(data, '\n'), 0o644); err != nil {
@@ -221,7 +231,11 @@ func (f *loadFlags) pass(batching string, models *generation.Models) (loadtest.R
 		cs = append(cs, c)
 	}
 	res, err := loadtest.Drive(cs, f.mix(), batching)
-	return res, remote.ExplainUnreachable(strings.Join(bases, ","), err)
+	var gone *loadtest.ReplicaError
+	if errors.As(err, &gone) { // the replica that failed, not all of them
+		return res, remote.ExplainUnreachable(gone.Base, gone.Err)
+	}
+	return res, err
 }
 
 // mix is the requests the flags ask for.

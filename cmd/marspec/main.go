@@ -23,6 +23,7 @@ usage:
   marspec tune --pack DIR --runs RUN,RUN...   write the presets a paired frontier chooses into a pack's manifest
   marspec serve    [flags]   the REST API and gallery at http://127.0.0.1:8080 (docs/api.md)
   marspec loadtest [flags]   concurrent clients against a loopback server: throughput, latency, batching on vs off
+  marspec store check [--repair]   orphans of a store both ways: objects without a record, records without an object
 `
 
 // errInterrupted is returned by a command stopped by Ctrl-C after it said what it kept: the
@@ -102,11 +103,13 @@ func run(args []string) int {
 		err = runServe(rest)
 	case "loadtest":
 		err = runLoadtest(rest)
+	case "store":
+		err = runStore(rest)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return 0
 	default:
-		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval, frontier, tune, serve, loadtest; marspec -h lists them)", cmd)
+		err = fmt.Errorf("unknown command %q (allowed: generate, models, bench, fid, eval, frontier, tune, serve, loadtest, store; marspec -h lists them)", cmd)
 	}
 	switch {
 	case err == nil, errors.Is(err, errHelpShown), errors.Is(err, flag.ErrHelp):

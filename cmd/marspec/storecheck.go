@@ -1,0 +1,66 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"marspec/server"
+)
+
+// runStore is `marspec store check [--repair]`: the orphans of a store both ways (objects
+// without a record, records without an object), found by reading every job and listing every
+// object; --repair removes the objects and the dangling records, and puts the jobs that lost
+// an image back to the queue to make it again. The store is named as serve names it.
+func runStore(args []string) error {
+	if len(args) == 0 || args[0] != "check" {
+		return fmt.Errorf("usage: marspec store check [--repair] [--store URL] [--blobs URL] [--data-dir DIR]")
+	}
+	fs := flag.NewFlagSet("store check", flag.ContinueOnError)
+	cfg := server.DefaultConfig()
+	repair := fs.Bool("repair", false, "remove objects without a record and records without an object (their jobs are queued to make the image again)")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "the embedded store's folder (as serve --data-dir)")
+	cfg.Store, _ = os.LookupEnv("MARSPEC_STORE")
+	cfg.Blobs, _ = os.LookupEnv("MARSPEC_BLOBS")
+	fs.StringVar(&cfg.Store, "store", cfg.Store, "jobs and image records, as serve --store ($MARSPEC_STORE)")
+	fs.StringVar(&cfg.Blobs, "blobs", cfg.Blobs, "image bytes, as serve --blobs ($MARSPEC_BLOBS)")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	st, err := server.OpenStore(cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	o, err := st.Check()
+	if err != nil {
+		return err
+	}
+	for _, key := range o.ObjectsWithoutRecord {
+		fmt.Println("object without a record:", key)
+	}
+	for _, id := range o.RecordsWithoutObject {
+		fmt.Println("record without an object:", id)
+	}
+	found := len(o.ObjectsWithoutRecord) + len(o.RecordsWithoutObject)
+	fmt.Printf("%d jobs and %d objects checked; %d objects without a record, %d records without an object\n",
+		o.JobsChecked, o.ObjectsChecked, len(o.ObjectsWithoutRecord), len(o.RecordsWithoutObject))
+	switch {
+	case found == 0:
+		return nil
+	case !*repair:
+		return fmt.Errorf("%d orphans (marspec store check --repair removes them)", found)
+	}
+	if err := st.Repair(o); err != nil {
+		return fmt.Errorf("repair: %w", err)
+	}
+	fmt.Printf("repaired: %d objects removed, %d records removed and their jobs queued to make the images again\n",
+		len(o.ObjectsWithoutRecord), len(o.RecordsWithoutObject))
+	return nil
+}

@@ -1,0 +1,64 @@
+package server
+
+import (
+	"errors"
+	"time"
+
+	"marspec/store"
+)
+
+// Riding out a store outage. A run's finished work (an image, the job's end) is written
+// until the store takes it, waiting with backoff through store.ErrUnavailable for as long as
+// the run can prove it holds the job: alone (SQLite), until the server stops; with a shared
+// store, until its lease, as last renewed, runs out. Renewals go on meanwhile, so an object
+// store outage is waited out whole; a database outage longer than the lease ends the run
+// without a verdict (interrupted), and the job, still unfinished in the database, is claimed
+// again when it answers: its stored images count as done, the rest are made again (the same
+// bytes), and no job fails because a store was away.
+
+// Backoff between tries of a store write during an outage.
+const (
+	firstWait = 50 * time.Millisecond
+	maxWait   = 2 * time.Second
+)
+
+// persist runs call, a store write of job id's run, until it succeeds, fails for a reason no
+// wait mends, or the run can no longer wait (mayWait).
+func (s *Server) persist(id string, call func() error) error {
+	wait := firstWait
+	for {
+		err := call()
+		if !errors.Is(err, store.ErrUnavailable) || !s.mayWait(id, wait) {
+			return err
+		}
+		s.log.Warn("store unavailable; retrying the write", "job", id, "err", detail(err), "in", wait)
+		time.Sleep(wait)
+		wait = min(2*wait, maxWait)
+	}
+}
+
+// mayWait reports whether job id's run may wait d more for a store: the server is not
+// stopping and, with a shared store, the run still holds the job until after the wait.
+func (s *Server) mayWait(id string, d time.Duration) bool {
+	if s.stopping.Load() {
+		return false
+	}
+	if s.rep == nil {
+		return true
+	}
+	until, ok := s.hub.heldUntil(id)
+	return ok && time.Now().Add(d).Before(until)
+}
+
+// interrupted reports whether a run's error is a store outage it could not wait out: the job
+// is neither failed nor done, and runs again (claimed again, or resumed at the next start).
+func interrupted(err error) bool { return errors.Is(err, store.ErrUnavailable) }
+
+// detail is the driver's own message of a store outage, for the log.
+func detail(err error) string {
+	var down *store.UnavailableError
+	if errors.As(err, &down) {
+		return err.Error() + ": " + down.Detail()
+	}
+	return err.Error()
+}
