@@ -20,13 +20,24 @@ import onnx
 import torch
 from onnx import numpy_helper
 
+import mar_official as mo
 from marmodel import MAR
+
+
+def initializers(g):
+    """A graph's initializers by name, with the names torch.onnx folded into one tensor (equal
+    weights, e.g. every LayerNorm gain of a random pack is 1) restored from their Identity nodes."""
+    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    for node in g.node:
+        if node.op_type == "Identity" and node.input[0] in inits:
+            inits.setdefault(node.output[0], inits[node.input[0]])
+    return inits
 
 
 def transformer_weights(path):
     """State-dict entries of the MAR transformer (everything but diffloss) from transformer.onnx."""
     g = onnx.load(path).graph
-    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    inits = initializers(g)
     sd = {}
     for name, arr in inits.items():
         if name.startswith("mar."):
@@ -54,20 +65,25 @@ def head_weights(path):
             if attrs.get("transB", 0) != 1 or attrs.get("transA", 0) != 0:
                 raise ValueError(f"{path}: Gemm {node.name} has {attrs}, want transB=1, transA=0")
     sd = {}
-    for i in g.initializer:
-        if not i.name.startswith("net."):
-            raise ValueError(f"{path}: unexpected initializer {i.name}")
-        sd["diffloss." + i.name] = numpy_helper.to_array(i)
+    for name, arr in initializers(g).items():
+        if not name.startswith("net."):
+            raise ValueError(f"{path}: unexpected initializer {name}")
+        sd["diffloss." + name] = arr
     return sd
 
 
 def rebuild(pack):
     with open(os.path.join(pack, "manifest.json")) as f:
         manifest = json.load(f)
-    cfg = manifest["training"]["config"]
-    model = MAR(seq_len=manifest["grid"]["height"] * manifest["grid"]["width"],
-                token_dim=manifest["token_dim"], buffer_size=manifest["buffer_size"],
-                num_classes=len(manifest["classes"]), **cfg)
+    tr = manifest["training"]
+    if "architecture" in tr:  # a pack of an official size (scripts/export_mar.py)
+        cfg = tr["architecture"]
+        model = mo.build_mar(cfg)
+    else:  # a pack trained here (scripts/export.py)
+        cfg = tr["config"]
+        model = MAR(seq_len=manifest["grid"]["height"] * manifest["grid"]["width"],
+                    token_dim=manifest["token_dim"], buffer_size=manifest["buffer_size"],
+                    num_classes=len(manifest["classes"]), **cfg)
     sd = transformer_weights(os.path.join(pack, "transformer.onnx"))
     sd.update(head_weights(os.path.join(pack, "head.onnx")))
     want = model.state_dict()
