@@ -84,6 +84,21 @@ CFG_MAX = 4.0
 UNGUIDED = 0.3  # fraction of rows trained as CFG off (w = 1, z_uncond = z)
 HELDOUT = 1024  # held-out teacher rows (4 per context sequence); --heldout
 BASE = Diffusion(cosine_betas(TRAIN_STEPS))
+DEVICE = torch.device("cpu")  # --device: where tensors are made (torch.set_default_device)
+
+
+def use_device(name):
+    """Makes name (cpu, cuda, cuda:N) the device of every new tensor and generator here."""
+    global DEVICE
+    DEVICE = torch.device(name)
+    if hasattr(torch, "set_default_device"):  # torch >= 2.0
+        torch.set_default_device(DEVICE)
+    elif DEVICE.type != "cpu":
+        raise SystemExit(f"distill_head: --device {name} needs torch >= 2.0 (this is {torch.__version__})")
+
+
+def generator(seed):
+    return torch.Generator(device=DEVICE).manual_seed(seed)
 
 
 class DistilledHead(nn.Module):
@@ -256,16 +271,16 @@ def heldout(mar, teacher, contexts_kind, num_iter, rows=HELDOUT, seed=1234):
     """About rows teacher rows (4 per sequence) on contexts training never sees: Fashion-MNIST
     test images (data), or sequences the target generates from a seed training does not use
     (self; training's pool is drawn from the global generator, seeded by --seed)."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator(seed)
     if contexts_kind == "self":
         tokens, labels = self_generate(mar, teacher, rows // 4, num_iter, gen)
         return make_data(mar, teacher, tokens, labels, rows // 4, 4, gen)
     import fmnist
 
     images, labels = fmnist.load("test")
-    idx = torch.randperm(len(images), generator=gen)[:rows // 4].numpy()
-    return make_data(mar, teacher, fmnist.tokenize(images[idx]), torch.from_numpy(labels[idx]),
-                     len(idx), 4, gen)
+    idx = torch.randperm(len(images), generator=gen)[:rows // 4].cpu().numpy()
+    return make_data(mar, teacher, fmnist.tokenize(images[idx]).to(DEVICE),
+                     torch.from_numpy(labels[idx]).to(DEVICE), len(idx), 4, gen)
 
 
 def teacher_noise(data, k):
@@ -299,7 +314,7 @@ def evaluate(student, data, clip=True, seed=4321):
         s = sample_student(student, data["z"], data["z_u"], data["cfg"], data["x_T"],
                            teacher_noise(data, k), k, clip)
         out[f"rms_k{k}"] = round(float((s - ref).pow(2).mean().sqrt()), 5)
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator(seed)
     for k in STUDENT_STEPS:
         eps = torch.randn((k,) + ref.shape, generator=gen)
         s = sample_student(student, data["z"], data["z_u"], data["cfg"], data["x_T"], eps, k, clip)
@@ -332,7 +347,7 @@ def frozen_target(args):
         for p in mar.parameters():
             p.requires_grad_(False)
     clip = read_manifest(args.pack)["diffusion"]["clip_x0"] if args.pack else True
-    return mar, clip
+    return mar.to(DEVICE), clip
 
 
 class ContextPool:
@@ -348,7 +363,8 @@ class ContextPool:
             import fmnist
 
             images, labels = fmnist.load("train")
-            self.tokens, self.labels = fmnist.tokenize(images), torch.from_numpy(labels)
+            self.tokens = fmnist.tokenize(images).to(DEVICE)
+            self.labels = torch.from_numpy(labels).to(DEVICE)
             return
         self.tokens, self.labels = self._generate(args.pool)
         self.next = 0
@@ -376,8 +392,8 @@ def train(args):
     mar, clip = frozen_target(args)
     teacher = Teacher(mar.diffloss.net, clip)
     width = mar.class_emb.weight.shape[1]
-    student = DistilledHead(mar.token_dim, width, args.width, args.depth)
-    ema = DistilledHead(mar.token_dim, width, args.width, args.depth)
+    student = DistilledHead(mar.token_dim, width, args.width, args.depth).to(DEVICE)
+    ema = DistilledHead(mar.token_dim, width, args.width, args.depth).to(DEVICE)
     ema.load_state_dict(student.state_dict())
     for p in ema.parameters():
         p.requires_grad_(False)
@@ -408,6 +424,7 @@ def train(args):
         teacher_s += time.time() - t0
         chunks += 1
         n = data["x0"].shape[0]
+        states = torch.stack([data["states"][int(t)] for t in times])  # [4, n, D], times' order
         rows_seen += n
         # each chunk is used args.reuse times over (fresh batches of it), then replaced
         for _ in range(args.reuse * n // args.batch):
@@ -420,7 +437,7 @@ def train(args):
                 g["lr"] = lr
             i = torch.randint(0, n, (args.batch,))
             which = torch.multinomial(t_probs, args.batch, replacement=True)
-            x_t = torch.stack([data["states"][int(times[j])][r] for j, r in zip(which, i)])
+            x_t = states[which, i]
             pred = student(x_t, times[which].float(), data["z"][i], data["z_u"][i], data["cfg"][i])
             loss = ((pred - data["x0"][i]) ** 2).mean()
             opt.zero_grad(set_to_none=True)
@@ -542,6 +559,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=55)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (training; export runs on the CPU)")
     ap.add_argument("--width", type=int, default=160, help="student MLP width")
     ap.add_argument("--depth", type=int, default=3, help="student residual blocks")
     ap.add_argument("--images", type=int, default=64, help="context images per teacher chunk")
@@ -585,7 +603,9 @@ def main():
         if args.contexts is None:
             args.contexts = "data" if is_embedded(manifest) else "self"
     args.contexts = args.contexts or "data"
+    use_device(args.device)
     path = train(args)
+    use_device("cpu")
     if args.pack:
         export_into_pack(path, args.pack, args.replace)
 
