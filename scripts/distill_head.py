@@ -353,12 +353,14 @@ def frozen_target(args):
 class ContextPool:
     """Token sequences and classes to draw contexts from: Fashion-MNIST train (data), or a pool
     of args.pool sequences the target generates itself in args.gen_iter AR steps (self), of
-    which args.gen_fresh are replaced by new ones before every teacher chunk."""
+    which args.gen_fresh per teacher chunk are replaced by new ones, generated args.gen_batch
+    at a time (a GPU's pass costs about the same at batch 8 as at 64: docs/models.md)."""
 
     def __init__(self, args, mar, teacher):
         self.kind, self.mar, self.teacher = args.contexts, mar, teacher
         self.num_iter, self.fresh = args.gen_iter, args.gen_fresh
-        self.generated_s, self.generated = 0.0, 0
+        self.batch = max(1, min(args.gen_batch, args.pool))
+        self.generated_s, self.generated, self.owed = 0.0, 0, 0
         if self.kind == "data":
             import fmnist
 
@@ -371,7 +373,7 @@ class ContextPool:
 
     def _generate(self, n):
         t0 = time.time()
-        out = self_generate(self.mar, self.teacher, n, self.num_iter)
+        out = self_generate(self.mar, self.teacher, n, self.num_iter, batch=self.batch)
         self.generated_s += time.time() - t0
         self.generated += n
         return out
@@ -379,8 +381,12 @@ class ContextPool:
     def refresh(self):
         if self.kind == "data" or self.fresh <= 0:
             return
-        tokens, labels = self._generate(self.fresh)
-        idx = (self.next + torch.arange(self.fresh)) % self.tokens.shape[0]
+        self.owed += self.fresh
+        if self.owed < self.batch:
+            return
+        n, self.owed = min(self.owed, self.tokens.shape[0]), 0
+        tokens, labels = self._generate(n)
+        idx = (self.next + torch.arange(n)) % self.tokens.shape[0]
         self.tokens[idx], self.labels[idx] = tokens, labels
         self.next = int(idx[-1]) + 1
 
@@ -581,7 +587,8 @@ def main():
                          "(default: data for the embedded pack, self for any other)")
     ap.add_argument("--pool", type=int, default=256, help="self: generated sequences held")
     ap.add_argument("--gen-iter", type=int, default=16, help="self: AR steps per generated sequence")
-    ap.add_argument("--gen-fresh", type=int, default=8, help="self: sequences regenerated per teacher chunk")
+    ap.add_argument("--gen-fresh", type=int, default=8, help="self: sequences regenerated per teacher chunk (on average)")
+    ap.add_argument("--gen-batch", type=int, default=64, help="self: sequences generated at once")
     ap.add_argument("--heldout", type=int, default=HELDOUT, help="held-out teacher rows for the quality numbers")
     ap.add_argument("--replace", action="store_true", help="overwrite the pack's existing distilled head")
     ap.add_argument("--export-only", action="store_true")

@@ -36,7 +36,7 @@ func TestDistillHeadAnyPack(t *testing.T) {
 	run := t.TempDir()
 	cmd = exec.Command(python, "distill_head.py", "--pack", pack, "--out", run, "--max-steps", "10",
 		"--minutes", "2", "--width", "32", "--depth", "1", "--pool", "8", "--gen-iter", "4",
-		"--gen-fresh", "2", "--images", "4", "--per-image", "16", "--batch", "32", "--heldout", "64",
+		"--gen-fresh", "2", "--gen-batch", "2", "--images", "4", "--per-image", "16", "--batch", "32", "--heldout", "64",
 		"--log-every", "5")
 	cmd.Env = env
 	if out, err := cmd.CombinedOutput(); err != nil {
