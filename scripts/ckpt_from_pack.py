@@ -117,14 +117,49 @@ def verify(model, fixture_path, tol):
     return dz, dh
 
 
+def write_parity(model, path, seed=0):
+    """The rebuilt model's transformer z and head output on random inputs (rows with different
+    numbers of known tokens, one with the class dropped), in the parity fixture's layout, for a
+    Go test to compare with the pack's graphs under ONNX Runtime (a pack without a fixture of
+    its own: scripts/distill_head_pack_test.go)."""
+    gen = torch.Generator().manual_seed(seed)
+    b, L, D = 2, model.seq_len, model.token_dim
+    W = model.class_emb.weight.shape[1]
+    tokens = torch.randn(b, L, D, generator=gen)
+    mask = torch.ones(b, L)
+    mask[0, : L // 3] = 0
+    mask[1, : 2 * L // 3] = 0
+    ids = torch.tensor([1, model.class_emb.weight.shape[0] - 1])
+    drop = torch.tensor([0.0, 1.0])
+    n = 3
+    x_t, t, zh = torch.randn(n, D, generator=gen), torch.tensor([5.0, 500.0, 999.0]), torch.randn(n, W, generator=gen)
+    with torch.no_grad():
+        z = model.forward_keep(tokens, mask, ids, drop)
+        out = model.diffloss.net(x_t, t, zh)
+    fx = dict(seq_len=L, token_dim=D, width=W,
+              transformer=dict(batch=b, tokens=tokens.flatten().tolist(), mask=mask.flatten().tolist(),
+                               class_ids=ids.tolist(), drop_class=drop.tolist(), z=z.flatten().tolist()),
+              head=dict(n=n, x_t=x_t.flatten().tolist(), t=t.tolist(), z=zh.flatten().tolist(),
+                        out=out.flatten().tolist()))
+    with open(path, "w") as f:
+        json.dump(fx, f)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pack", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     ap.add_argument("--fixture", default="mar/testdata/parity_target.json")
     ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--write-parity", help="write the rebuilt model's outputs on random inputs here (no checkpoint)")
     args = ap.parse_args()
     model, manifest = rebuild(args.pack)
+    if args.write_parity:
+        write_parity(model, args.write_parity)
+        print(f"wrote {args.write_parity}")
+        return
+    if not args.out:
+        ap.error("--out is required (or --write-parity)")
     dz, dh = verify(model, args.fixture, args.tol)
     print(f"parity vs {args.fixture}: transformer z max|diff| {dz:.3g}, head out max|diff| {dh:.3g}")
     if not (dz <= args.tol and dh <= args.tol):

@@ -515,7 +515,7 @@ def manifest_entry(file, ck):
             source = "contexts from fashion-mnist train, unknown count uniform 1..49"
         else:
             source = (f"self contexts: sequences the target generates itself ({a['gen_iter']} AR "
-                      f"steps, this teacher's ODE per token, w ~ U[1,{CFG_MAX:g}]), a random "
+                      f"steps, this teacher's ODE per token, one w per sequence), a random "
                       f"order and unknown count uniform 1..L over each")
         clip = "x0 clipped" if ck.get("clip_x0", True) else "x0 not clipped (the pack's clip_x0)"
         entry["training"] = {

@@ -9,10 +9,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"marspec/mar"
+	"marspec/onnxrt"
 )
 
 // A distilled head for a pack without a dataset, at CI width in MAR-B's token layout (16x16
-// tokens of 16 dims, 1,000 classes, latents not clipped): distill_head.py trains a few steps
+// tokens of 16 dims, 1,000 classes, latents not clipped). First the teacher distill_head.py
+// rebuilds from the pack's graphs (ckpt_from_pack.rebuild) must give the graphs' transformer
+// z and head output under ONNX Runtime (1e-4). Then distill_head.py trains a few steps
 // on self contexts (sequences the random ci_target generates itself) and writes the head into
 // a copy of the pack; the manifest entry records the held-out RMS against the teacher for
 // K = 1, 2, 4, says the teacher did not clip, and the original pack is untouched. A second
@@ -32,6 +37,7 @@ func TestDistillHeadAnyPack(t *testing.T) {
 	orig := filepath.Join(packs, "ci-target")
 	pack := filepath.Join(t.TempDir(), "ci-target-distilled")
 	copyTree(t, orig, pack)
+	checkRebuiltTeacher(t, lib, env, orig)
 
 	run := t.TempDir()
 	cmd = exec.Command(python, "distill_head.py", "--pack", pack, "--out", run, "--max-steps", "10",
@@ -107,6 +113,44 @@ func TestDistillHeadAnyPack(t *testing.T) {
 	if out, err := gen(orig); err == nil || !strings.Contains(out, "no distilled_head") {
 		t.Errorf("generate --sampler distilled on the pack without a head: err %v, output %s; want a refusal", err, out)
 	}
+}
+
+// checkRebuiltTeacher compares the PyTorch model ckpt_from_pack.rebuild makes of pack with the
+// pack's own graphs on random inputs.
+func checkRebuiltTeacher(t *testing.T, lib string, env []string, pack string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "parity.json")
+	cmd := exec.Command(python, "ckpt_from_pack.py", "--pack", pack, "--write-parity", path)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ckpt_from_pack.py --write-parity: %v\n%s", err, out)
+	}
+	var want parity
+	readJSON(t, path, &want)
+	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
+		t.Fatal(err)
+	}
+	p, err := mar.LoadPackDir(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := p.Open(onnxrt.SessionOptions{IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := want.Transformer
+	z := make([]float32, len(tr.Z))
+	if err := model.Transformer.Forward(tr.Tokens, tr.Mask, tr.ClassIDs, tr.DropClass, tr.Batch, z); err != nil {
+		t.Fatal(err)
+	}
+	errT := maxAbsErr(t, "rebuilt teacher: transformer z", z, tr.Z)
+	h := want.Head
+	out := make([]float32, len(h.Out))
+	if err := model.Head.Predict(h.Xt, h.T, h.Z, h.N, out); err != nil {
+		t.Fatal(err)
+	}
+	errH := maxAbsErr(t, "rebuilt teacher: head out", out, h.Out)
+	t.Logf("rebuilt teacher against the pack's graphs: transformer %.2g, head %.2g", errT, errH)
 }
 
 func distilledEntry(t *testing.T, pack string) map[string]json.RawMessage {
