@@ -20,13 +20,24 @@ import onnx
 import torch
 from onnx import numpy_helper
 
+import mar_official as mo
 from marmodel import MAR
+
+
+def initializers(g):
+    """A graph's initializers by name, with the names torch.onnx folded into one tensor (equal
+    weights, e.g. every LayerNorm gain of a random pack is 1) restored from their Identity nodes."""
+    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    for node in g.node:
+        if node.op_type == "Identity" and node.input[0] in inits:
+            inits.setdefault(node.output[0], inits[node.input[0]])
+    return inits
 
 
 def transformer_weights(path):
     """State-dict entries of the MAR transformer (everything but diffloss) from transformer.onnx."""
     g = onnx.load(path).graph
-    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    inits = initializers(g)
     sd = {}
     for name, arr in inits.items():
         if name.startswith("mar."):
@@ -54,20 +65,25 @@ def head_weights(path):
             if attrs.get("transB", 0) != 1 or attrs.get("transA", 0) != 0:
                 raise ValueError(f"{path}: Gemm {node.name} has {attrs}, want transB=1, transA=0")
     sd = {}
-    for i in g.initializer:
-        if not i.name.startswith("net."):
-            raise ValueError(f"{path}: unexpected initializer {i.name}")
-        sd["diffloss." + i.name] = numpy_helper.to_array(i)
+    for name, arr in initializers(g).items():
+        if not name.startswith("net."):
+            raise ValueError(f"{path}: unexpected initializer {name}")
+        sd["diffloss." + name] = arr
     return sd
 
 
 def rebuild(pack):
     with open(os.path.join(pack, "manifest.json")) as f:
         manifest = json.load(f)
-    cfg = manifest["training"]["config"]
-    model = MAR(seq_len=manifest["grid"]["height"] * manifest["grid"]["width"],
-                token_dim=manifest["token_dim"], buffer_size=manifest["buffer_size"],
-                num_classes=len(manifest["classes"]), **cfg)
+    tr = manifest["training"]
+    if "architecture" in tr:  # a pack of an official size (scripts/export_mar.py)
+        cfg = tr["architecture"]
+        model = mo.build_mar(cfg)
+    else:  # a pack trained here (scripts/export.py)
+        cfg = tr["config"]
+        model = MAR(seq_len=manifest["grid"]["height"] * manifest["grid"]["width"],
+                    token_dim=manifest["token_dim"], buffer_size=manifest["buffer_size"],
+                    num_classes=len(manifest["classes"]), **cfg)
     sd = transformer_weights(os.path.join(pack, "transformer.onnx"))
     sd.update(head_weights(os.path.join(pack, "head.onnx")))
     want = model.state_dict()
@@ -101,14 +117,49 @@ def verify(model, fixture_path, tol):
     return dz, dh
 
 
+def write_parity(model, path, seed=0):
+    """The rebuilt model's transformer z and head output on random inputs (rows with different
+    numbers of known tokens, one with the class dropped), in the parity fixture's layout, for a
+    Go test to compare with the pack's graphs under ONNX Runtime (a pack without a fixture of
+    its own: scripts/distill_head_pack_test.go)."""
+    gen = torch.Generator().manual_seed(seed)
+    b, L, D = 2, model.seq_len, model.token_dim
+    W = model.class_emb.weight.shape[1]
+    tokens = torch.randn(b, L, D, generator=gen)
+    mask = torch.ones(b, L)
+    mask[0, : L // 3] = 0
+    mask[1, : 2 * L // 3] = 0
+    ids = torch.tensor([1, model.class_emb.weight.shape[0] - 1])
+    drop = torch.tensor([0.0, 1.0])
+    n = 3
+    x_t, t, zh = torch.randn(n, D, generator=gen), torch.tensor([5.0, 500.0, 999.0]), torch.randn(n, W, generator=gen)
+    with torch.no_grad():
+        z = model.forward_keep(tokens, mask, ids, drop)
+        out = model.diffloss.net(x_t, t, zh)
+    fx = dict(seq_len=L, token_dim=D, width=W,
+              transformer=dict(batch=b, tokens=tokens.flatten().tolist(), mask=mask.flatten().tolist(),
+                               class_ids=ids.tolist(), drop_class=drop.tolist(), z=z.flatten().tolist()),
+              head=dict(n=n, x_t=x_t.flatten().tolist(), t=t.tolist(), z=zh.flatten().tolist(),
+                        out=out.flatten().tolist()))
+    with open(path, "w") as f:
+        json.dump(fx, f)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pack", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     ap.add_argument("--fixture", default="mar/testdata/parity_target.json")
     ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--write-parity", help="write the rebuilt model's outputs on random inputs here (no checkpoint)")
     args = ap.parse_args()
     model, manifest = rebuild(args.pack)
+    if args.write_parity:
+        write_parity(model, args.write_parity)
+        print(f"wrote {args.write_parity}")
+        return
+    if not args.out:
+        ap.error("--out is required (or --write-parity)")
     dz, dh = verify(model, args.fixture, args.tol)
     print(f"parity vs {args.fixture}: transformer z max|diff| {dz:.3g}, head out max|diff| {dh:.3g}")
     if not (dz <= args.tol and dh <= args.tol):

@@ -6,9 +6,14 @@
    ignores z_uncond (what lets unguided rows pass z twice).
 2. The student's v parametrisation: at t = 999 its x0 barely depends on x_t's scale
    (sqrt(alphabar) ~ 4e-5), and a student with a zero output layer returns sqrt(alphabar) x_t.
-3. A few training steps on teacher data from a random tiny MAR lower the loss (the training
-   loop's pieces fit together).
-4. Export writes DIR/distilled_head.onnx with the input and output names the Go sampler
+3. The teacher follows clip_x0: clipped, its endpoints stay in [-1, 1]; unclipped (VAE
+   latents), a random head's leave it.
+4. Self contexts: self_generate fills every position of every sequence, the same seed gives
+   the same sequences, and teacher_noise puts the teacher's endpoint back on the teacher's
+   states at the student's times.
+5. A few training steps on teacher data from self contexts of a random tiny MAR lower the
+   loss (the training loop's pieces fit together).
+6. Export writes DIR/distilled_head.onnx with the input and output names the Go sampler
    expects, DIR/entry.json (the manifest entry) and DIR/parity.json: fixed inputs (rows
    guided and not) with the PyTorch student's single-call x0 and the K-step sampler's tokens
    for K = 1, 2, 4 from given noise, for a Go test to compare with ONNX Runtime through
@@ -81,12 +86,46 @@ def check_parametrisation():
         fail("a zero-output student does not return sqrt(alphabar) x_t")
 
 
+def check_clip():
+    mar = tiny_mar()
+    with torch.no_grad():
+        for p in mar.diffloss.net.parameters():
+            p.normal_(0, 0.1)
+    gen = torch.Generator().manual_seed(4)
+    z, x_T = torch.randn(16, W, generator=gen), torch.randn(16, D, generator=gen)
+    _, clipped = dh.Teacher(mar.diffloss.net, clip=True).run(z, z, torch.ones(16), x_T)
+    _, free = dh.Teacher(mar.diffloss.net, clip=False).run(z, z, torch.ones(16), x_T)
+    if clipped.abs().max() > 1 + 1e-6:
+        fail(f"clipped teacher endpoint reaches {clipped.abs().max():.3g}")
+    if not free.abs().max() > 1.5:
+        fail(f"unclipped teacher endpoint stays within {free.abs().max():.3g}: is it still clipping?")
+
+
+def check_self_contexts():
+    mar = tiny_mar()
+    teacher = dh.Teacher(mar.diffloss.net)
+    tok, lab = dh.self_generate(mar, teacher, 5, 4, torch.Generator().manual_seed(5), batch=3)
+    if tok.shape != (5, 49, D) or lab.shape != (5,) or not (0 <= lab.min() and lab.max() < 10):
+        fail(f"self_generate shapes {tuple(tok.shape)} {tuple(lab.shape)}, labels {lab.tolist()}")
+    if not torch.isfinite(tok).all() or (tok.abs().sum(-1) == 0).any():
+        fail("self_generate left positions unwritten or not finite")
+    tok2, lab2 = dh.self_generate(mar, teacher, 5, 4, torch.Generator().manual_seed(5), batch=3)
+    if not (torch.equal(tok, tok2) and torch.equal(lab, lab2)):
+        fail("self_generate is not reproducible from its generator")
+    data = dh.make_data(mar, teacher, tok, lab, 5, 8, torch.Generator().manual_seed(6))
+    for k in dh.STUDENT_STEPS:
+        eps = dh.teacher_noise(data, k)
+        for i, t in enumerate(dh.STUDENT_TIMES[k][1:], start=1):
+            x = float(dh.BASE.sqrt_acp[t]) * data["x0"] + float(dh.BASE.sqrt_1m_acp[t]) * eps[i]
+            if (x - data["states"][t]).abs().max() > 1e-4:
+                fail(f"teacher_noise for K = {k} misses the teacher's state at t = {t}")
+
+
 def check_training_steps():
     mar = tiny_mar()
     teacher = dh.Teacher(mar.diffloss.net)
     gen = torch.Generator().manual_seed(2)
-    tokens = torch.rand(8, 49, D, generator=gen) * 2 - 1
-    labels = torch.randint(0, 10, (8,), generator=gen)
+    tokens, labels = dh.self_generate(mar, teacher, 8, 4, gen)
     data = dh.make_data(mar, teacher, tokens, labels, 8, 8, gen)
     s = dh.DistilledHead(D, W, 32, 1)
     opt = torch.optim.AdamW(s.parameters(), lr=3e-3)
@@ -143,11 +182,13 @@ def main():
     torch.set_num_threads(1)
     check_teacher()
     check_parametrisation()
+    check_clip()
+    check_self_contexts()
     check_training_steps()
     out = args.out or tempfile.mkdtemp()
     os.makedirs(out, exist_ok=True)
     export_parity(out)
-    print("ok: teacher, parametrisation, training steps, export to " + out)
+    print("ok: teacher, parametrisation, clip_x0, self contexts, training steps, export to " + out)
 
 
 if __name__ == "__main__":
