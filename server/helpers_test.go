@@ -81,12 +81,18 @@ func start(t *testing.T, dir string, held bool, edit func(*Config)) *testServer 
 // startWith is start over a given store (a shared one: replicas).
 func startWith(t *testing.T, st *store.Store, dir string, held bool, cfg Config) *testServer {
 	t.Helper()
+	return startLogged(t, st, dir, held, cfg, io.Discard)
+}
+
+// startLogged is startWith with the server's log written to w, for a test that reads it.
+func startLogged(t *testing.T, st *store.Store, dir string, held bool, cfg Config, w io.Writer) *testServer {
+	t.Helper()
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
 	models, cat := generation.TestModels()
 	cat.MaxImages = 64
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.NewTextHandler(w, nil))
 	ui := fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>gallery</title>")}, "app.js": {Data: []byte("//")}}
 	s := New(cfg, Deps{Catalog: cat, Models: models, Store: st, UI: ui, Log: log})
 	ts := &testServer{Server: s, dir: dir}
@@ -122,6 +128,24 @@ func (ts *testServer) stop(t *testing.T) {
 	if err := ts.store.Close(); err != nil {
 		t.Error(err)
 	}
+}
+
+// logBuffer is a server log a test reads while the server may still write to it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 type answer struct {

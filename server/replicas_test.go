@@ -3,9 +3,13 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,6 +69,51 @@ func (sh sharedStore) replica(t *testing.T, held bool, edit func(*Config)) *test
 		edit(&cfg)
 	}
 	return startWith(t, store.New(meta, sh.blobs(t)), "", held, cfg)
+}
+
+// hookedQueue is a replica's view of the shared database with test hooks on its queue calls,
+// standing in for a database that holds a call up or refuses it. A nil hook does nothing.
+type hookedQueue struct {
+	*store.Postgres
+	claim      func()                    // before each Claim
+	renew      func(held map[string]int) // before each Renew
+	setRunning func(id string) error     // before each SetRunningOwned: its error instead
+}
+
+func (q *hookedQueue) Claim(owner string, lease time.Duration, cancelReason string) (store.Job, bool, error) {
+	if q.claim != nil {
+		q.claim()
+	}
+	return q.Postgres.Claim(owner, lease, cancelReason)
+}
+
+func (q *hookedQueue) Renew(owner string, held map[string]int, lease time.Duration) (lost, cancel []string, err error) {
+	if q.renew != nil {
+		q.renew(held)
+	}
+	return q.Postgres.Renew(owner, held, lease)
+}
+
+func (q *hookedQueue) SetRunningOwned(h store.Hold, id string, at time.Time) (bool, error) {
+	if q.setRunning != nil {
+		if err := q.setRunning(id); err != nil {
+			return false, err
+		}
+	}
+	return q.Postgres.SetRunningOwned(h, id, at)
+}
+
+// hooked is a replica (lease 1 s) over the shared store through q, its log written to w.
+func (sh sharedStore) hooked(t *testing.T, q *hookedQueue, held bool, w io.Writer) *testServer {
+	t.Helper()
+	meta, err := store.OpenPostgres(sh.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Postgres = meta
+	cfg := testConfig()
+	cfg.Lease = time.Second
+	return startLogged(t, store.New(q, sh.blobs(t)), "", held, cfg, w)
 }
 
 // crash stops a replica as kill -9 would, as far as the others can tell: it stops renewing
@@ -482,5 +531,37 @@ func TestReplicaShutdownGivesJobsBack(t *testing.T) {
 		t.Errorf("jobs given back at shutdown took %v to finish elsewhere", took)
 	} else {
 		t.Logf("jobs given back at shutdown finished elsewhere in %v", took)
+	}
+}
+
+// Shutdown keeps its deadline while a replica goroutine is held up in a store call (a
+// database that does not answer): halt waited for the goroutines without a limit, so Shutdown
+// returned only when the call did, long after its deadline.
+func TestShutdownDeadlineWhileAStoreCallHangs(t *testing.T) {
+	sh := newShared(t, "files")
+	var hang atomic.Bool
+	hung := make(chan struct{}, 1)
+	q := &hookedQueue{claim: func() {
+		if hang.Load() {
+			select {
+			case hung <- struct{}{}:
+			default:
+			}
+			time.Sleep(3 * time.Second)
+		}
+	}}
+	a := sh.hooked(t, q, false, io.Discard)
+	hang.Store(true)
+	a.rep.poke()
+	receive(t, hung, "a claim held up by the database")
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	err := a.Shutdown(ctx)
+	if took := time.Since(began); took > 1500*time.Millisecond {
+		t.Errorf("Shutdown with a 300 ms deadline took %v (a claim hung for 3 s)", took)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(fmt.Sprint(err), "store calls") {
+		t.Errorf("Shutdown past its deadline returned %v; want it to say a store call held it up", err)
 	}
 }

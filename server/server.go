@@ -174,15 +174,13 @@ wait:
 		s.log.Info("shutdown: jobs left to resume on the next start", "jobs", n)
 	}
 	err := s.sched.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("workers still busy at the shutdown deadline: %w", err)
+	}
 	if s.rep != nil {
 		s.rep.giveBack()
-		if herr := s.rep.halt(ctx); err == nil {
-			err = herr
-		}
+		err = errors.Join(err, s.rep.halt(ctx)) // its own words: the workers may have stopped in time
 	}
 	s.hub.closeAll()
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("workers still busy at the shutdown deadline: %w", err)
-	}
 	return err
 }
