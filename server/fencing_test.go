@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,4 +112,45 @@ func grepLines(text, prefix string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A job that ends while a renewal is under way is reported lost by that renewal (its row is
+// no longer running): it ended here and its end was recorded, so nothing was lost and the log
+// must not say "lease lost", which would send an operator after a failure that did not happen.
+func TestRenewalRacingAFinishLogsNoLoss(t *testing.T) {
+	sh := newShared(t, "files")
+	var caught atomic.Bool
+	renewing, proceed, next := make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+	q := &hookedQueue{renew: func(held map[string]int) {
+		switch {
+		case caught.Load():
+			select {
+			case next <- struct{}{}: // the renewal that caught the job has been handled
+			default:
+			}
+		case len(held) > 0:
+			caught.Store(true)
+			renewing <- struct{}{}
+			<-proceed
+		}
+	}}
+	log := &logBuffer{}
+	a := sh.hooked(t, q, true, log)
+	g, err := a.client.Generate(t.Context(), api.GenerateRequest{Class: api.Classes{"1"}, Mode: "draft", Seed: seed(11)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receive(t, renewing, "a renewal of the running job")
+	a.gate.release() // the job ends while the renewal holds it in its list
+	if final := a.waitEnd(t, g.ID); final.Status != api.StatusSucceeded {
+		t.Fatalf("job ended %s %q", final.Status, final.Error)
+	}
+	for a.sched.Has(g.ID) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(proceed)
+	receive(t, next, "the next renewal")
+	if strings.Contains(log.String(), "lease lost") {
+		t.Errorf("a job that ended here while a renewal ran was logged as lost:\n%s", log)
+	}
 }
