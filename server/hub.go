@@ -144,19 +144,27 @@ func (h *hub) publish(j *liveJob, ev api.Event) {
 	}
 }
 
-// Started records the start; with a shared store only while this run holds the job.
+// Started records the start, waiting out a store outage (persist) as the run's other writes
+// do: written once, a start refused during an outage left the job "queued" until its end. It
+// runs on the worker's goroutine after the scheduler's lock is released (scheduler.worker.tell).
 func (h *hub) Started(id string, at time.Time) {
-	var err error
-	if h.s.rep != nil {
-		if hold, ok := h.hold(id); ok {
-			_, err = h.s.rep.q.SetRunningOwned(hold, id, at)
-		}
-	} else {
-		err = h.s.store.SetRunning(id, at)
+	if err := h.s.persist(id, func() error { return h.setRunning(id, at) }); err != nil {
+		h.s.log.Error("store: job running", "id", id, "err", detail(err))
 	}
-	if err != nil {
-		h.s.log.Error("store: job running", "id", id, "err", err)
+}
+
+// setRunning marks the job running: with a shared store only while this run holds it (a lost
+// claim is no error here: the renewal that found it stops the run).
+func (h *hub) setRunning(id string, at time.Time) error {
+	if h.s.rep == nil {
+		return h.s.store.SetRunning(id, at)
 	}
+	hold, ok := h.hold(id)
+	if !ok {
+		return nil
+	}
+	_, err := h.s.rep.q.SetRunningOwned(hold, id, at)
+	return err
 }
 
 // hold is the claim a live job's run writes as (this replica, the attempt it was claimed in).

@@ -1,13 +1,17 @@
 package server
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"marspec/api"
+	"marspec/store"
 	"marspec/store/storetest"
 )
 
@@ -177,5 +181,74 @@ func TestObjectStoreOutageFailsNoJob(t *testing.T) {
 			asking.end(t)
 			noOrphans(t, reps[0])
 		})
+	}
+}
+
+// refuseFirstStart is a start-write hook that refuses the first write as a database outage
+// does, after holding it 200 ms (long enough to see the scheduler answer meanwhile), and says
+// on refused when it is holding it.
+func refuseFirstStart(refused chan<- struct{}) func(id string) error {
+	var done atomic.Bool
+	return func(string) error {
+		if done.Swap(true) {
+			return nil
+		}
+		refused <- struct{}{}
+		time.Sleep(200 * time.Millisecond)
+		return &store.UnavailableError{Store: "database", Cause: "connection refused", Err: errors.New("dial tcp: connection refused")}
+	}
+}
+
+// startingMeta is a single server's database with a hook on its start writes.
+type startingMeta struct {
+	store.Meta
+	setRunning func(id string) error
+}
+
+func (m *startingMeta) SetRunning(id string, at time.Time) error {
+	if err := m.setRunning(id); err != nil {
+		return err
+	}
+	return m.Meta.SetRunning(id, at)
+}
+
+// A job's start refused by the store (an outage) is written again, as the run's images and
+// end are: the job shows running while it runs. It was written once, so the job showed
+// "queued" until its end. The scheduler answers while the write waits (its lock is not held).
+func TestStartWrittenThroughAnOutage(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		st, err := store.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := make(chan struct{})
+		st.Meta = &startingMeta{Meta: st.Meta, setRunning: refuseFirstStart(refused)}
+		startThroughARefusal(t, startWith(t, st, "", true, testConfig()), refused)
+	})
+	t.Run("shared", func(t *testing.T) {
+		refused := make(chan struct{})
+		sh := newShared(t, "files")
+		startThroughARefusal(t, sh.hooked(t, &hookedQueue{setRunning: refuseFirstStart(refused)}, true, io.Discard), refused)
+	})
+}
+
+func startThroughARefusal(t *testing.T, ts *testServer, refused <-chan struct{}) {
+	g, err := ts.client.Generate(t.Context(), api.GenerateRequest{Class: api.Classes{"1"}, N: 2, Mode: "draft", Seed: seed(12)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receive(t, refused, "the start write")
+	began := time.Now()
+	ts.sched.Depth()
+	if took := time.Since(began); took > 100*time.Millisecond {
+		t.Errorf("the scheduler took %v to answer while a start write waited", took)
+	}
+	receive(t, ts.gate.stored, "the first image")
+	if j, err := ts.store.Job(g.ID); err != nil || j.Status != api.StatusRunning || j.Started == nil {
+		t.Errorf("mid-run, after a refused start write, the store has the job %s started %v (%v); want running", j.Status, j.Started, err)
+	}
+	ts.gate.release()
+	if final := ts.waitEnd(t, g.ID); final.Status != api.StatusSucceeded {
+		t.Errorf("job ended %s %q", final.Status, final.Error)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"marspec/store"
 )
 
-// Riding out a store outage. A run's finished work (an image, the job's end) is written
-// until the store takes it, waiting with backoff through store.ErrUnavailable for as long as
+// Riding out a store outage. A run's writes (its start, an image, the job's end) are written
+// until the store takes them, waiting with backoff through store.ErrUnavailable for as long as
 // the run can prove it holds the job: alone (SQLite), until the server stops; with a shared
 // store, until its lease, as last renewed, runs out. Renewals go on meanwhile, so an object
 // store outage is waited out whole; a database outage longer than the lease ends the run
