@@ -38,7 +38,7 @@ wait_for() { # wait_for WHAT LOG COMMAND...: retry for 30 s; on failure show LOG
 # listening PORT: the pid listening on 127.0.0.1:PORT, if any
 listening() { ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2; }
 
-cmdline() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -c1-120; }
+cmdline() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | cut -c1-120; }
 
 # check_ports: every port the cluster needs is free, or say which process holds it and how
 # to free it, before anything starts
@@ -65,7 +65,8 @@ is_pg() { case "$(cmdline "$1")" in */postgres\ * | postgres\ * | postgres:*) re
 on_folder() {
   local p
   for p in /proc/[0-9]*; do
-    if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$dir/"; then echo "${p#/proc/}"; fi
+    # a process may end between the listing and the read: its vanished file is no error
+    if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$dir/"; then echo "${p#/proc/}"; fi
   done
 }
 
