@@ -56,8 +56,10 @@ func newReplica(s *Server, q store.Queue, lease time.Duration) *replica {
 // start runs the claim, watch, renewal, listening and sending goroutines until halt.
 func (r *replica) start() {
 	r.wg.Add(5)
-	go func() { defer r.wg.Done(); r.claimLoop() }()
-	go func() { defer r.wg.Done(); r.watchLoop() }()
+	go func() { defer r.wg.Done(); r.every(r.wake, r.claim) }()
+	// watched jobs a missed notification left open are ended apart from the claim loop: a
+	// database slow to answer these reads delays no claim
+	go func() { defer r.wg.Done(); r.every(nil, r.s.hub.checkWatched) }()
 	go func() { defer r.wg.Done(); r.renewLoop() }()
 	go func() { defer r.wg.Done(); r.q.Listen(r.ctx, r.receive, r.listening) }()
 	go func() { defer r.wg.Done(); r.sendLoop() }()
@@ -103,32 +105,18 @@ func (r *replica) poke() {
 	}
 }
 
-func (r *replica) claimLoop() {
+// every runs do on each poll tick and each wake (nil: ticks only) until the replica stops.
+func (r *replica) every(wake <-chan struct{}, do func()) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
-		case <-r.wake:
+		case <-wake:
 		case <-tick.C:
 		}
-		r.claim()
-	}
-}
-
-// watchLoop ends the watched jobs a missed notification left open, apart from the claim loop:
-// a database slow to answer these reads delays no claim.
-func (r *replica) watchLoop() {
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-tick.C:
-			r.s.hub.checkWatched()
-		}
+		do()
 	}
 }
 
