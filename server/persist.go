@@ -25,15 +25,24 @@ const (
 // persist runs call, a store write of job id's run, until it succeeds, fails for a reason no
 // wait mends, or the run can no longer wait (mayWait).
 func (s *Server) persist(id string, call func() error) error {
+	return s.untilAvailable(call, func(d time.Duration) bool { return s.mayWait(id, d) }, maxWait,
+		"store unavailable; retrying the write", "job", id)
+}
+
+// untilAvailable runs call until it succeeds or fails for a reason no wait mends, trying again
+// through store.ErrUnavailable while mayWait allows the next wait, backing off from firstWait
+// to at most ceiling; each retry is logged as msg with args. The one retry loop of the store's
+// callers: a run's writes (persist) and an event stream's final read (replica.retry).
+func (s *Server) untilAvailable(call func() error, mayWait func(time.Duration) bool, ceiling time.Duration, msg string, args ...any) error {
 	wait := firstWait
 	for {
 		err := call()
-		if !errors.Is(err, store.ErrUnavailable) || !s.mayWait(id, wait) {
+		if !errors.Is(err, store.ErrUnavailable) || !mayWait(wait) {
 			return err
 		}
-		s.log.Warn("store unavailable; retrying the write", "job", id, "err", detail(err), "in", wait)
+		s.log.Warn(msg, append(args, "err", detail(err), "in", wait)...)
 		time.Sleep(wait)
-		wait = min(2*wait, maxWait)
+		wait = min(2*wait, ceiling)
 	}
 }
 

@@ -210,16 +210,9 @@ func (r *replica) cancelLocal(id string) {
 // wait longer, as long as the run holds its job (Server.persist).
 func (r *replica) retry(call func() error) error {
 	deadline := time.Now().Add(r.lease / 2)
-	wait := 50 * time.Millisecond
-	for {
-		err := call()
-		if !errors.Is(err, store.ErrUnavailable) || time.Now().Add(wait).After(deadline) || r.ctx.Err() != nil {
-			return err // done, or an error no wait mends (the claim lost, a bug)
-		}
-		r.s.log.Warn("store call failed; retrying", "err", detail(err), "in", wait)
-		time.Sleep(wait)
-		wait = min(2*wait, time.Second)
-	}
+	mayWait := func(d time.Duration) bool { return !time.Now().Add(d).After(deadline) && r.ctx.Err() == nil }
+	// done, or an error no wait mends (the claim lost, a bug)
+	return r.s.untilAvailable(call, mayWait, time.Second, "store call failed; retrying")
 }
 
 // throughOutage runs a store call; with a shared store it is retried through a short outage
