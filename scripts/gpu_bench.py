@@ -62,6 +62,13 @@ def device_name(device):
     return f"CPU {cpu}, {os.cpu_count()} cores"
 
 
+def official_command(python, code, model, vae_config, pack, batch, images, num_iter, steps, device):
+    """scripts/official_mar_bench.py's command line: the official code on a pack's weights."""
+    cmd = [python, os.path.join(HERE, "official_mar_bench.py"), "--code", code, "--model", model, "--vae-config", vae_config,
+           "--pack", pack, "--batch", str(batch), "--images", str(images), "--num-iter", str(num_iter), "--steps", str(steps)]
+    return cmd if device.startswith("cuda") else cmd + ["--cpu"]
+
+
 def manifest(pack):
     """A pack's manifest: a folder's own, or for an embedded pack's name the committed copy."""
     path = os.path.join(pack, "manifest.json")
@@ -127,11 +134,8 @@ class Bench:
         if self.deadline - time.time() < 60:
             self.stopped = True
             return None
-        cmd = [self.args.python, os.path.join(HERE, "official_mar_bench.py"), "--code", self.args.official, "--model", model,
-               "--vae-config", vae_config, "--pack", pack, "--batch", str(batch), "--images", str(self.images_for(batch)),
-               "--num-iter", str(num_iter), "--steps", str(self.args.steps or 100)]
-        if not self.args.device.startswith("cuda"):
-            cmd.append("--cpu")
+        cmd = official_command(self.args.python, self.args.official, model, vae_config, pack, batch, self.images_for(batch),
+                               num_iter, self.args.steps or 100, self.args.device)
         print(f"gpu_bench: {key}", file=sys.stderr, flush=True)
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, timeout=self.deadline - time.time())

@@ -38,7 +38,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from gpu_bench import device_name, load_results  # noqa: E402
+from gpu_bench import device_name, load_results, official_command  # noqa: E402
 from pngfile import read_png  # noqa: E402
 
 # Stated before any GPU ran: the same seed on CUDA and on the CPU must give, per image, a mean
@@ -228,11 +228,8 @@ class Run:
 
     def official(self, pack, batch, k, steps):
         a = self.args
-        cmd = [a.python, os.path.join(HERE, "official_mar_bench.py"), "--code", a.official, "--model", a.random_model,
-               "--vae-config", "test_tiny" if a.tiny else "kl16", "--pack", pack, "--batch", batch, "--images", batch,
-               "--num-iter", k, "--steps", steps]
-        if not a.device.startswith("cuda"):
-            cmd.append("--cpu")
+        cmd = official_command(a.python, a.official, a.random_model, "test_tiny" if a.tiny else "kl16", pack, batch, batch, k,
+                               steps, a.device)
         print("gpu_stages: " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, timeout=max(self.left(), 1))
         line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
