@@ -3,7 +3,7 @@ package generation
 import (
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"strings"
 
 	"marspec/mar"
@@ -33,11 +33,7 @@ func TuneSettings(man *mar.Manifest, t Tuned, def string, replacePublished bool)
 	if set.Presets == nil {
 		set.Presets = map[string]Preset{}
 	}
-	names := make([]string, 0, len(t.Presets))
-	for name := range t.Presets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(t.Presets))
 	for _, name := range names {
 		p := t.Presets[name]
 		if old, ok := set.Presets[name]; ok && strings.HasPrefix(old.Provenance, "published:") && !replacePublished {

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -74,12 +75,7 @@ type Preset struct {
 
 // PresetNames lists the presets in a stable order.
 func (s *Settings) PresetNames() []string {
-	names := make([]string, 0, len(s.Presets))
-	for n := range s.Presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(s.Presets))
 }
 
 var presetName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
