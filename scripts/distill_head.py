@@ -490,13 +490,14 @@ def load_student(path):
 def export_graph(student, path):
     """Writes the student as ONNX (N dynamic) with the inputs the Go sampler feeds."""
     import onnx
+    from graphs import onnx_export
 
     n, d, w = 3, student.token_dim, student.z_width
     args = (torch.randn(n, d), torch.tensor([999.0, 500.0, 250.0]), torch.randn(n, w),
             torch.randn(n, w), torch.tensor([1.0, 2.0, 3.0]))
     names = ["x_t", "t", "z", "z_uncond", "cfg"]
     with torch.no_grad():
-        torch.onnx.export(student.eval(), args, path, opset_version=17, input_names=names,
+        onnx_export(student.eval(), args, path, opset_version=17, input_names=names,
                           output_names=["x0"], dynamic_axes={k: {0: "N"} for k in names + ["x0"]})
     model = onnx.load(path)
     model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = d
@@ -566,6 +567,8 @@ def main():
     ap.add_argument("--minutes", type=float, default=55)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (training; export runs on the CPU)")
+    ap.add_argument("--tf32", action="store_true", help="cuda: matmuls and convolutions in TF32 "
+                    "(2.2x to 2.6x the fp32 chunk and self-generation speed at MAR-B on an H200)")
     ap.add_argument("--width", type=int, default=160, help="student MLP width")
     ap.add_argument("--depth", type=int, default=3, help="student residual blocks")
     ap.add_argument("--images", type=int, default=64, help="context images per teacher chunk")
@@ -611,6 +614,9 @@ def main():
             args.contexts = "data" if is_embedded(manifest) else "self"
     args.contexts = args.contexts or "data"
     use_device(args.device)
+    if args.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     path = train(args)
     use_device("cpu")
     if args.pack:

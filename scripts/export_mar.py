@@ -17,12 +17,11 @@ import argparse
 import json
 import os
 import sys
-import inspect
 import tempfile
 
 import torch
 
-from graphs import HeadGraph, TransformerGraph
+from graphs import HeadGraph, TransformerGraph, onnx_export
 import mar_official as mo
 
 
@@ -99,14 +98,6 @@ def sample_inputs(cfg, model):
     ids = torch.tensor([0, cfg["class_num"] - 1], dtype=torch.int64)
     drop = torch.tensor([0.0, 1.0])
     return tokens, mask, ids, drop
-
-
-def onnx_export(*args, **kwargs):
-    """torch.onnx.export with the TorchScript exporter: torch 2.9+ defaults to the dynamo one,
-    which needs onnxscript and traces the masked encoder differently."""
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        kwargs["dynamo"] = False
-    return torch.onnx.export(*args, **kwargs)
 
 
 EXTERNAL_DATA = "transformer.onnx.data"  # the transformer's weights when its graph is over 2 GB

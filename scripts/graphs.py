@@ -2,7 +2,17 @@
 pack's input names (tokens, mask, class ids, class-drop flags -> z for every position) and the
 diffusion head (x_t, t, z -> the head's output). Shared by export.py (the Fashion-MNIST
 models) and export_mar.py (official MAR checkpoints)."""
+import inspect
+
 import torch
+
+
+def onnx_export(*args, **kwargs):
+    """torch.onnx.export with the TorchScript exporter: torch 2.9+ defaults to the dynamo one,
+    which needs onnxscript and traces the masked encoder differently."""
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    return torch.onnx.export(*args, **kwargs)
 
 
 class TransformerGraph(torch.nn.Module):
