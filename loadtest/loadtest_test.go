@@ -2,11 +2,13 @@ package loadtest
 
 import (
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,11 +87,21 @@ func TestLoadDriverKeepsGoingWhenAReplicaDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doomed := httptest.NewServer(httputil.NewSingleHostReverseProxy(target))
+	// The replica dies after its fifth POST, not after a fixed time: a fast machine would
+	// finish all 40 requests before any timer fired.
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var posts atomic.Int32
+	dying := make(chan struct{})
+	doomed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && posts.Add(1) == 5 {
+			close(dying)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
 	a, _ := api.NewClient(doomed.URL, "", nil)
 	b, _ := api.NewClient(servertest.Start(t, ""), "", nil)
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		<-dying
 		doomed.CloseClientConnections()
 		doomed.Close()
 	}()
