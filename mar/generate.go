@@ -18,6 +18,9 @@ type Model struct {
 	Exit EarlyExit
 	// Distilled is the pack's few-step student head (distilled_head); nil when it has none
 	Distilled DistilledHead
+	// Cached is the pack's cached transformer (caching across AR steps); nil when it has none
+	// or it was read at a precision other than fp32
+	Cached *CachedTransformer
 }
 
 // Options are the sampling settings of one generation request.
@@ -40,6 +43,8 @@ type Options struct {
 	// Sampler is the head's reverse process ("" = ddpm, MAR's); Eta is DDIM's noise fraction.
 	Sampler diffusion.Sampler
 	Eta     float64
+	// Cache reuses work across AR steps (docs/cache.md); off by default
+	Cache CacheSettings
 }
 
 // Image is one generated image.
@@ -101,6 +106,12 @@ func (m *Model) Validate(opt *Options) error {
 	}
 	if e := CheckDistilled(m.Manifest, *opt); e != nil {
 		return e
+	}
+	if err := opt.Cache.Validate(L); err != nil {
+		return err
+	}
+	if opt.Cache.On && m.Cached == nil {
+		return fmt.Errorf("cache: model %s has no cached transformer (transformer_cached.onnx from scripts/cached_transformer.py; fp32 only)", m.Manifest.Name)
 	}
 	if opt.Sampler == diffusion.Distilled && m.Distilled == nil {
 		return fmt.Errorf("sampler distilled: model %s has no distilled head loaded", m.Manifest.Name)
@@ -239,8 +250,12 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoi
 	}
 	known := 0
 	sizes := StepSizes(L, opt.NumIter)
+	var caches []ImageCache
+	if opt.Cache.On {
+		caches = make([]ImageCache, b)
+	}
 	for k, size := range sizes {
-		if err := ctx.Condition(m.Transformer, z, zu); err != nil {
+		if err := m.condition(ctx, caches, orders, known, size, k, len(sizes), opt, z, zu); err != nil {
 			return nil, err
 		}
 		steps := StepsAt(opt, k, len(sizes))
@@ -278,6 +293,22 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoi
 			Pixels: m.Tokenizer.Decode(tok)}
 	}
 	return images, nil
+}
+
+// condition runs step k's transformer pass over the batch: one plain call without the cache,
+// or ConditionCached with each image's cache.
+func (m *Model) condition(ctx *ContextBatch, caches []ImageCache, orders [][]int, known, size, k, numSteps int, opt Options, z, zu []float32) error {
+	if caches == nil {
+		return ctx.Condition(m.Transformer, z, zu)
+	}
+	L, D := ctx.SeqLen, ctx.TokenDim
+	rows := make([]CacheRow, ctx.Rows)
+	for i := range rows {
+		rows[i] = CacheRow{Cache: &caches[i], Tokens: ctx.Tokens[i*L*D : (i+1)*L*D], Mask: ctx.Mask[i*L : (i+1)*L],
+			Class: int(ctx.ClassIDs[i]), Guided: zu != nil, Settings: opt.Cache, Step: k, NumSteps: numSteps,
+			Predict: orders[i][known : known+size]}
+	}
+	return m.ConditionCached(rows, z, zu)
 }
 
 // Rows allocates n rows of d values backed by one slice.

@@ -70,7 +70,7 @@ func (h *HeadLoop) RunLoop(n, steps, halves int, fill func(LoopInputs), read fun
 	if halves != 1 && halves != 2 {
 		return fmt.Errorf("%s: %d halves, want 1 or 2", h.Source(), halves)
 	}
-	return h.RunDims(onnxrt.Dims{n, steps, halves}, func(in, _ onnxrt.Tensors) error {
+	return h.RunDims(onnxrt.Dims{n, steps, halves, 1}, func(in, _ onnxrt.Tensors) error {
 		fill(LoopInputs{XT: in.F64(0), Noise: in.F64(1), Z: in.F32(2), CFG: in.F64(3), T: in.F32(4), Coef: in.F64(5), Clip: in.F64(6)})
 		return nil
 	}, func(out onnxrt.Tensors) error {

@@ -61,6 +61,9 @@ type Manifest struct {
 	Precisions map[string]PrecisionSpec `json:"precisions,omitempty"`
 	// DistilledHead names the optional few-step student head (mar/distilled.go).
 	DistilledHead *DistilledHeadSpec `json:"distilled_head,omitempty"`
+	// Cache names the optional cached transformer graph for caching across AR steps
+	// (mar/cache.go, scripts/cached_transformer.py).
+	Cache *CacheSpec `json:"cache,omitempty"`
 	// Settings are the pack's own defaults and named presets, with their provenance
 	// (mar/settings.go); nil in older packs, which get settings derived from the embedded
 	// pack's (generation.PackSettings).
@@ -80,6 +83,8 @@ type Pack struct {
 	ExitDraft, ExitRest []byte
 	// Distilled is the distilled_head graph; nil when the manifest names none
 	Distilled []byte
+	// Cached is the cached transformer graph; nil when the manifest names none
+	Cached []byte
 	// TransformerFile is set instead of Transformer when the transformer's weights are in
 	// transformer.onnx.data beside it (ONNX external data, for graphs over 2 GB such as
 	// MAR-H's): ONNX Runtime then opens the graph by its path.
@@ -177,6 +182,11 @@ func (m *Manifest) validate() error {
 			return err
 		}
 	}
+	if c := m.Cache; c != nil {
+		if err := c.validate(); err != nil {
+			return err
+		}
+	}
 	if s := m.Settings; s != nil {
 		if err := s.validate(); err != nil {
 			return err
@@ -250,6 +260,11 @@ func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 	}
 	if d := m.DistilledHead; d != nil {
 		if p.Distilled, err = read(d.File); err != nil {
+			return nil, err
+		}
+	}
+	if c := m.Cache; c != nil && precision == FP32 { // the cached graph is fp32 only
+		if p.Cached, err = read(c.File); err != nil {
 			return nil, err
 		}
 	}
@@ -342,8 +357,25 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		}
 		model.Distilled = dh
 	}
+	if p.Cached != nil {
+		ct, err := NewCachedTransformer(p.Cached, p.Manifest, opt, p.Source+"/"+p.Manifest.Cache.File)
+		if err != nil {
+			closeModel(model)
+			return nil, err
+		}
+		model.Cached = ct
+	}
 	return model, nil
 }
 
 // Validate checks a manifest built or edited in memory as ParseManifest checks one read.
 func (m *Manifest) Validate() error { return m.validate() }
+
+// closeModel releases the sessions of a model whose opening failed part way.
+func closeModel(m *Model) {
+	for _, g := range []any{m.Transformer, m.Head, m.Exit, m.Distilled, m.Tokenizer} {
+		if c, ok := g.(interface{ Close() error }); ok {
+			c.Close()
+		}
+	}
+}

@@ -17,6 +17,8 @@ type Graph struct {
 	inputs  []IOSpec
 	outputs []IOSpec
 	cache   map[Dims]*boundTensors
+	// keep is how many distinct sizes keep their tensors before all are dropped (SetKeep)
+	keep int
 }
 
 // IOSpec is a graph input or output: its name, element type (float32 unless Int64 or
@@ -30,8 +32,8 @@ type IOSpec struct {
 }
 
 // Dims gives the sizes of a call's dynamic axes: Dims[0] for -1 (the batch), Dims[1] for -2,
-// Dims[2] for -3.
-type Dims [3]int
+// Dims[2] for -3, Dims[3] for -4.
+type Dims [4]int
 
 type boundTensors struct {
 	in, out []ort.Value
@@ -184,11 +186,26 @@ func (g *Graph) tensors(dims Dims) (*boundTensors, error) {
 			b.out = append(b.out, v)
 		}
 	}
-	if len(g.cache) > 16 { // many distinct sizes: keep memory bounded
+	if len(g.cache) >= g.keepSizes() { // many distinct sizes: keep memory bounded
 		g.dropCache()
 	}
 	g.cache[dims] = b
 	return b, nil
+}
+
+// SetKeep bounds how many distinct sizes keep their tensors (default 16): a graph whose
+// tensors are large at every size (the cached transformer's K/V) keeps fewer.
+func (g *Graph) SetKeep(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.keep = max(n, 1)
+}
+
+func (g *Graph) keepSizes() int {
+	if g.keep == 0 {
+		return 17
+	}
+	return g.keep
 }
 
 func (g *Graph) dropCache() {
@@ -212,7 +229,7 @@ func (g *Graph) Run(batch int, outs [][]float32, inputs ...any) error {
 	if len(outs) > len(g.outputs) {
 		return fmt.Errorf("%s: got %d output buffers, the graph has %d outputs", g.source, len(outs), len(g.outputs))
 	}
-	return g.RunDims(Dims{batch, 1, 1}, func(in, res Tensors) error {
+	return g.RunDims(Dims{batch, 1, 1, 1}, func(in, res Tensors) error {
 		for i, data := range inputs {
 			if err := fillTensor(in[i], data); err != nil {
 				return fmt.Errorf("input %s: %v", g.inputs[i].Name, err)
@@ -252,7 +269,7 @@ func (g *Graph) RunDims(dims Dims, fill func(in, out Tensors) error, read func(o
 		return fmt.Errorf("%s: used after Close", g.source)
 	case dims[0] < 1:
 		return fmt.Errorf("%s: batch size %d, want at least 1", g.source, dims[0])
-	case dims[1] < 1 || dims[2] < 1:
+	case dims[1] < 1 || dims[2] < 1 || dims[3] < 1:
 		return fmt.Errorf("%s: dynamic sizes %v, want at least 1", g.source, dims)
 	}
 	b, err := g.tensors(dims)
