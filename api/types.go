@@ -28,6 +28,9 @@ type GenerateRequest struct {
 	FinalStepNoise *bool    `json:"final_step_noise,omitempty"`
 	Sampler        string   `json:"sampler,omitempty"` // head sampler: ddpm (default), ddim, dpmpp-2m, dpmpp-2m-sde, distilled (the pack's few-step head)
 	Eta            *float64 `json:"eta,omitempty"`     // ddim only: 0 (deterministic) to 1 (ddpm's law)
+	// Cache turns on caching across AR steps (docs/cache.md): omitted or null = off, {} = on
+	// with the defaults. Target and draft modes, fp32, packs with a cached transformer graph.
+	Cache *CacheRequest `json:"cache,omitempty"`
 
 	// speculative decoding (mode spec)
 	Gamma            Gamma    `json:"gamma,omitempty"`
@@ -37,6 +40,14 @@ type GenerateRequest struct {
 	Align            *bool    `json:"align,omitempty"`
 	Schedule         string   `json:"schedule,omitempty"`
 	MaxResampleTries *int     `json:"max_resample_tries,omitempty"`
+}
+
+// CacheRequest are the knobs of caching across AR steps; a nil field takes its default.
+type CacheRequest struct {
+	FullSteps    *int  `json:"full_steps,omitempty"`    // the first steps run a full pass (default 5)
+	RefreshEvery *int  `json:"refresh_every,omitempty"` // then every k-th step does (default 9; 1 = every step, today's images)
+	Recompute    *int  `json:"recompute,omitempty"`     // more decoder tokens a lazy step recomputes, stalest first (default L/16)
+	CFGReuse     *bool `json:"cfg_reuse,omitempty"`     // lazy steps run the class half only, reusing the CFG difference (default true)
 }
 
 // Classes is a list of class ids or names; JSON may give one string, one number or a list.
@@ -143,6 +154,7 @@ type Settings struct {
 	Sampler     string   `json:"sampler,omitempty"` // omitted for ddpm, the default
 	Eta         float64  `json:"eta,omitempty"`
 	Precision   string   `json:"precision,omitempty"` // of the transformer and head; omitted for fp32, the default
+	Cache       string   `json:"cache,omitempty"`     // caching across AR steps, its settings in one line; omitted when off
 	Spec        *Spec    `json:"spec,omitempty"`
 	Params      string   `json:"params"` // the text stamped into every PNG
 }

@@ -18,6 +18,7 @@ type GenerateSettings struct {
 	NumIter, Steps       int
 	StepsLate            int
 	FinalNoise           bool
+	Cache                CacheFlags
 	Spec                 SpecSettings
 	// MaxImages, Provider and Precision go into the catalog (the runtime's, not the request's).
 	MaxImages           int
@@ -77,6 +78,9 @@ func (g *GenerateSettings) Request(set map[string]bool, local bool) (Request, Ca
 	}
 	if set["final-step-noise"] {
 		req.FinalStepNoise = &g.FinalNoise
+	}
+	if err := g.Cache.Request(&req, set); err != nil {
+		return req, cat, err
 	}
 	g.Spec.SelfDraft, g.Spec.EarlyExit = g.Draft == DraftSelf, g.Draft == DraftExit
 	if err := g.Spec.Request(&req, set); err != nil {

@@ -22,6 +22,9 @@ func (p Plan) Settings() api.Settings {
 	if p.Precision != "" && p.Precision != mar.FP32 {
 		s.Precision = p.Precision
 	}
+	if o.Cache.On {
+		s.Cache = o.Cache.String()
+	}
 	if p.Spec != nil {
 		s.Draft = p.DraftSource()
 		c := p.Spec
@@ -55,6 +58,10 @@ func (p Plan) Params() string {
 	}
 	if p.Precision != "" && p.Precision != mar.FP32 { // only when not the default, as the sampler
 		parts = append(parts, "precision="+p.Precision)
+	}
+	if c := o.Cache; c.On { // only when on, as the sampler
+		parts = append(parts, fmt.Sprintf("cache=full_steps:%d,refresh_every:%d,recompute:%d,cfg_reuse:%v",
+			c.FullSteps, c.RefreshEvery, c.Recompute, c.ReuseCFG))
 	}
 	if o.StepsLate != 0 { // only when set, so the text of a plain request never changes
 		parts = append(parts, fmt.Sprintf("steps_late=%d", o.StepsLate))

@@ -179,6 +179,9 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 		}
 		return p, err
 	}
+	if p.Options.Cache, err = cacheSettings(req.Cache, mode, p.Pack, p.Precision, man); err != nil {
+		return p, err
+	}
 	if mode != ModeSpec {
 		if f := specField(req); f != "" {
 			return p, fieldErr(f, "", "omit it, or use mode spec", "applies to mode spec only")

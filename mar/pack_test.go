@@ -108,22 +108,29 @@ func TestClassIndex(t *testing.T) {
 func TestLoadPackFS(t *testing.T) {
 	manifest, _ := os.ReadFile(filepath.Join(targetPack, "manifest.json"))
 	fsys := fstest.MapFS{
-		"packs/p/manifest.json":       {Data: manifest},
-		"packs/p/transformer.onnx":    {Data: []byte("T")},
-		"packs/p/head.onnx":           {Data: []byte("H")},
-		"packs/p/head_loop.onnx":      {Data: []byte("F")},
-		"packs/p/exit_draft.onnx":     {Data: []byte("XD")},
-		"packs/p/exit_rest.onnx":      {Data: []byte("XR")},
-		"packs/p/distilled_head.onnx": {Data: []byte("DH")},
+		"packs/p/manifest.json":           {Data: manifest},
+		"packs/p/transformer.onnx":        {Data: []byte("T")},
+		"packs/p/head.onnx":               {Data: []byte("H")},
+		"packs/p/head_loop.onnx":          {Data: []byte("F")},
+		"packs/p/exit_draft.onnx":         {Data: []byte("XD")},
+		"packs/p/exit_rest.onnx":          {Data: []byte("XR")},
+		"packs/p/distilled_head.onnx":     {Data: []byte("DH")},
+		"packs/p/transformer_cached.onnx": {Data: []byte("TC")},
 	}
 	p, err := LoadPackFS(fsys, "packs/p", "embedded/p")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(p.Transformer) != "T" || string(p.Head) != "H" || string(p.HeadLoop) != "F" || p.Manifest.Name != "fmnist-target" ||
-		string(p.ExitDraft) != "XD" || string(p.ExitRest) != "XR" || string(p.Distilled) != "DH" {
+		string(p.ExitDraft) != "XD" || string(p.ExitRest) != "XR" || string(p.Distilled) != "DH" || string(p.Cached) != "TC" {
 		t.Fatalf("pack read wrongly: %+v", p)
 	}
+	// so is the cached transformer
+	delete(fsys, "packs/p/transformer_cached.onnx")
+	if _, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err == nil || !strings.Contains(err.Error(), "embedded/p: cannot read transformer_cached.onnx") {
+		t.Fatalf("missing transformer_cached.onnx: %v", err)
+	}
+	fsys["packs/p/transformer_cached.onnx"] = &fstest.MapFile{Data: []byte("TC")}
 	// the early-exit graphs are optional, but a manifest that names them needs the files
 	delete(fsys, "packs/p/exit_rest.onnx")
 	if _, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err == nil || !strings.Contains(err.Error(), "embedded/p: cannot read exit_rest.onnx") {

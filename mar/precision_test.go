@@ -50,16 +50,17 @@ func TestLoadPackAtPrecision(t *testing.T) {
 	delete(plain, "precisions") // the committed pack has int8 graphs; this one starts without
 	manifest, _ := json.Marshal(plain)
 	fsys := fstest.MapFS{
-		"p/manifest.json":         {Data: manifest},
-		"p/transformer.onnx":      {Data: []byte("T")},
-		"p/head.onnx":             {Data: []byte("H")},
-		"p/head_loop.onnx":        {Data: []byte("F")},
-		"p/exit_draft.onnx":       {Data: []byte("XD")},
-		"p/exit_rest.onnx":        {Data: []byte("XR")},
-		"p/transformer.int8.onnx": {Data: []byte("T8")},
-		"p/head.int8.onnx":        {Data: []byte("H8")},
-		"p/head_loop.int8.onnx":   {Data: []byte("F8")},
-		"p/distilled_head.onnx":   {Data: []byte("DH")}, // the committed manifest names the distilled head too
+		"p/manifest.json":           {Data: manifest},
+		"p/transformer.onnx":        {Data: []byte("T")},
+		"p/head.onnx":               {Data: []byte("H")},
+		"p/head_loop.onnx":          {Data: []byte("F")},
+		"p/exit_draft.onnx":         {Data: []byte("XD")},
+		"p/exit_rest.onnx":          {Data: []byte("XR")},
+		"p/transformer.int8.onnx":   {Data: []byte("T8")},
+		"p/head.int8.onnx":          {Data: []byte("H8")},
+		"p/head_loop.int8.onnx":     {Data: []byte("F8")},
+		"p/distilled_head.onnx":     {Data: []byte("DH")}, // the committed manifest names the distilled head too
+		"p/transformer_cached.onnx": {Data: []byte("TC")}, // and the cached transformer (read at fp32 only)
 	}
 	if _, err := LoadPackFSAt(fsys, "p", "embedded/p", Int8); err == nil ||
 		!strings.Contains(err.Error(), "embedded/p: model pack fmnist-target has no int8 graphs") || !strings.Contains(err.Error(), "quantize_pack.py") {

@@ -171,6 +171,7 @@ func TestGraphMismatchNamesFile(t *testing.T) {
 	copyFile(filepath.Join(targetPack, "exit_draft.onnx"), "exit_draft.onnx")
 	copyFile(filepath.Join(targetPack, "exit_rest.onnx"), "exit_rest.onnx")
 	copyFile(filepath.Join(targetPack, "distilled_head.onnx"), "distilled_head.onnx")
+	copyFile(filepath.Join(targetPack, "transformer_cached.onnx"), "transformer_cached.onnx")
 	copyFile(filepath.Join(targetPack, "head.onnx"), "transformer.onnx") // a head where the transformer should be
 	pack, err := LoadPackDir(dir)
 	if err != nil {

@@ -46,8 +46,9 @@ type stepImage struct {
 	order       []int
 	sizes       []int
 	step, known int
-	tokens      []float32 // [L*D]
-	mask        []float32 // [L], 1 = unknown
+	tokens      []float32  // [L*D]
+	mask        []float32  // [L], 1 = unknown
+	cache       ImageCache // used when job.Options.Cache is on
 }
 
 type denoiserKey struct {
@@ -124,21 +125,30 @@ func (s *Stepper) Step() ([]StepResult, error) {
 		return nil, nil
 	}
 	L, D, W := s.L, s.D, s.W
-	ctx := NewContextBatch(b, L, D)
-	guided := false
-	for i, im := range s.active {
-		copy(ctx.Tokens[i*L*D:], im.tokens)
-		copy(ctx.Mask[i*L:], im.mask)
-		ctx.ClassIDs[i] = int64(im.job.Class)
+	guided, cached := false, false
+	for _, im := range s.active {
 		guided = guided || im.job.Options.CFG != 1
+		cached = cached || im.job.Options.Cache.On
 	}
 	z := make([]float32, b*L*W)
 	var zu []float32
 	if guided {
 		zu = make([]float32, b*L*W)
 	}
-	if err := ctx.Condition(s.model.Transformer, z, zu); err != nil {
-		return nil, err
+	if cached {
+		if err := s.conditionCached(z, zu); err != nil {
+			return nil, err
+		}
+	} else {
+		ctx := NewContextBatch(b, L, D)
+		for i, im := range s.active {
+			copy(ctx.Tokens[i*L*D:], im.tokens)
+			copy(ctx.Mask[i*L:], im.mask)
+			ctx.ClassIDs[i] = int64(im.job.Class)
+		}
+		if err := ctx.Condition(s.model.Transformer, z, zu); err != nil {
+			return nil, err
+		}
 	}
 	s.Forwards++
 	s.Rows += b
@@ -196,6 +206,19 @@ func (s *Stepper) Step() ([]StepResult, error) {
 	clear(s.active[len(keep):])
 	s.active = keep
 	return done, nil
+}
+
+// conditionCached is the step's transformer pass when an image uses the cache: each image's
+// own step decides whether it runs a plain, full or lazy pass (mar/cachestep.go).
+func (s *Stepper) conditionCached(z, zu []float32) error {
+	rows := make([]CacheRow, len(s.active))
+	for i, im := range s.active {
+		size := im.sizes[im.step]
+		rows[i] = CacheRow{Cache: &im.cache, Tokens: im.tokens, Mask: im.mask, Class: im.job.Class,
+			Guided: im.job.Options.CFG != 1, Settings: im.job.Options.Cache, Step: im.step, NumSteps: len(im.sizes),
+			Predict: im.order[im.known : im.known+size]}
+	}
+	return s.model.ConditionCached(rows, z, zu)
 }
 
 func (s *Stepper) denoiser(k denoiserKey) (*Denoiser, error) {

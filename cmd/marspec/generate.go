@@ -57,6 +57,7 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&g.StepsLate, "steps-late", 0, "diffusion steps of the last AR step, annealed linearly from --steps (0 = no annealing)")
 	fs.IntVar(&g.batch, "batch", 0, "images in flight at once (0 = all, up to 64)")
 	fs.BoolVar(&g.FinalNoise, "final-step-noise", false, "target/draft modes: give the last diffusion step its variance, as spec mode must (for like-for-like comparisons)")
+	addCacheFlags(fs, &g.Cache)
 	addSpecFlags(fs, &g.Spec)
 	fs.BoolVar(&g.jsonOut, "json", false, "print the statistics as one JSON object")
 	fs.StringVar(&g.heatmap, "heatmap", "", "spec mode: write the per-position acceptance map (PNG) to this file")
