@@ -2,6 +2,7 @@ package generation
 
 import (
 	"fmt"
+	"strconv"
 
 	"marspec/api"
 	"marspec/mar"
@@ -106,4 +107,62 @@ func (f CacheFlags) Request(req *Request, set map[string]bool) error {
 	}
 	req.Cache = c
 	return nil
+}
+
+// CacheSettingsFor is the cache the flags ask for on pack (its manifest man) in target mode
+// at fp32, defaults filled in, as a request's would be: what bench --cache compares.
+func CacheSettingsFor(f CacheFlags, set map[string]bool, man *mar.Manifest, pack string) (mar.CacheSettings, error) {
+	on := map[string]bool{"cache": true}
+	for k, v := range set {
+		on[k] = v
+	}
+	f.Switch = "on"
+	var req Request
+	if err := f.Request(&req, on); err != nil {
+		return mar.CacheSettings{}, err
+	}
+	return cacheSettings(req.Cache, ModeTarget, pack, mar.FP32, man)
+}
+
+// setCacheKey reads a run configuration's cache key (cache=on|off, or a knob, which turns the
+// cache on): its part of the configuration's name.
+func setCacheKey(req *Request, k, v string) (named string, err error) {
+	if k == "cache" {
+		on, err := ParseSwitch(k, v)
+		if err != nil || !on {
+			req.Cache = nil
+			return "", err
+		}
+		if req.Cache == nil {
+			req.Cache = &api.CacheRequest{}
+		}
+		return "cache", nil
+	}
+	if req.Cache == nil {
+		req.Cache = &api.CacheRequest{}
+	}
+	if k == "cache_cfg_reuse" {
+		reuse, err := ParseSwitch(k, v)
+		req.Cache.CFGReuse = &reuse
+		if reuse {
+			return "", err
+		}
+		return "nocfgreuse", err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return "", fieldErr(k, strconv.Quote(v), "a whole number", "not a whole number")
+	}
+	switch k {
+	case "cache_full_steps":
+		req.Cache.FullSteps = &n
+		return "cfull" + v, nil
+	case "cache_refresh_every":
+		req.Cache.RefreshEvery = &n
+		return "crefresh" + v, nil
+	case "cache_recompute":
+		req.Cache.Recompute = &n
+		return "crecompute" + v, nil
+	}
+	return "", fieldErr(k, strconv.Quote(v), RunConfigKeysTarget, "unknown")
 }

@@ -84,3 +84,25 @@ func TestCacheFlags(t *testing.T) {
 		t.Fatalf("--cache yes: %v", err)
 	}
 }
+
+// Scoring runs and the frontier name cached configurations as target:num_iter=16:cache=on.
+func TestCacheRunConfig(t *testing.T) {
+	_, cat := TestModels()
+	man := *cat.Target
+	man.Cache = &mar.CacheSpec{File: "transformer_cached.onnx", Format: mar.CacheFormat, EncoderBlocks: 1, DecoderBlocks: 1}
+	cat.Target = &man
+	rc, err := ParseRunConfig("target:num_iter=6:cache=on:cache_refresh_every=2:cache_recompute=0:cache_cfg_reuse=off", runBase(), cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mar.CacheSettings{On: true, FullSteps: 5, RefreshEvery: 2, Recompute: 0}
+	if rc.Plan.Options.Cache != want || rc.Name != "target-it6-cache-crefresh2-crecompute0-nocfgreuse" {
+		t.Fatalf("got %+v named %q", rc.Plan.Options.Cache, rc.Name)
+	}
+	if rc, err := ParseRunConfig("target:cache=off", runBase(), cat); err != nil || rc.Plan.Options.Cache.On || rc.Name != "target" {
+		t.Fatalf("cache=off: %+v %q %v", rc.Plan.Options.Cache, rc.Name, err)
+	}
+	if _, err := ParseRunConfig("spec:cache=on", runBase(), cat); err == nil {
+		t.Fatal("spec configuration took the cache")
+	}
+}

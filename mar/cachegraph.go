@@ -1,6 +1,8 @@
 package mar
 
 import (
+	"time"
+
 	"marspec/onnxrt"
 )
 
@@ -11,6 +13,8 @@ type CachedTransformer struct {
 	g                    *onnxrt.Graph
 	L, D, W, S, buf      int
 	encBlocks, decBlocks int
+	// OnRun, when set, gets each call's duration (bench --cache times the cached calls).
+	OnRun func(time.Duration)
 }
 
 // NewCachedTransformer opens the graph and checks its inputs and outputs against the pack.
@@ -79,6 +83,9 @@ func roundUp(n int) int { return max(8, (n+7)/8*8) }
 // run makes one call over units: full (nothing cached is read; the cache is replaced by the
 // queries' K/V) or lazy.
 func (t *CachedTransformer) run(units []cacheUnit, full bool) error {
+	if t.OnRun != nil {
+		defer func(start time.Time) { t.OnRun(time.Since(start)) }(time.Now())
+	}
 	B, S, W, L, D := len(units), t.S, t.W, t.L, t.D
 	Q, R := 1, 1
 	for _, u := range units {

@@ -9,6 +9,7 @@ import (
 
 	"marspec/bench"
 	"marspec/generation"
+	"marspec/mar"
 	"marspec/progress"
 )
 
@@ -39,6 +40,11 @@ func runBench(args []string) error {
 		"the pack's open time), as scripts/realsize_cpu_bench.py sets beside the official code; takes --batch, --num-iter, --cfg, --steps, --images, --rounds")
 	gemm := fs.String("gemm", "", "with --parts: also measure ONNX Runtime's fp32 MatMul at MxKxN (e.g. 2560x768x3072), the peak the parts are compared with")
 	asJSON := fs.Bool("json", false, "with --parts: print one JSON object instead of the table")
+	cacheCompare := fs.Bool("cache", false, "compare target-only generation without and with the cache across AR steps instead (docs/cache.md): images/s, speedup and shares, "+
+		"the two taking turns for --rounds rounds (--images, --batch, --num-iter, --cfg, --steps; the cache's knobs as generate's --cache-* flags)")
+	var cf generation.CacheFlags
+	addCacheKnobFlags(fs, &cf)
+	noWarm := fs.Bool("no-warm", false, "with --cache: no uncounted warm-up round (for runs whose rounds take minutes)")
 	var sb bench.SpecGrid
 	quiet := addSpecGridFlags(fs, &sb)
 	if err := parseFlags(fs, args); err != nil {
@@ -57,6 +63,18 @@ func runBench(args []string) error {
 	if *parts {
 		return runParts(rt, *target, bench.PartsSettings{Images: *images, Batch: pf.Batch, NumIter: pf.NumIter, Steps: *steps,
 			Rounds: pf.Rounds, CFG: pf.CFG}, *gemm, *asJSON)
+	}
+	if *cacheCompare {
+		m, err := rt.open(*target)
+		if err != nil {
+			return err
+		}
+		c, err := generation.CacheSettingsFor(cf, flagsSet(fs), m.Manifest, *target)
+		if err != nil {
+			return err
+		}
+		pf.Images = *images
+		return bench.CacheCompare(os.Stdout, m, pf, *steps, rt.threads, []mar.CacheSettings{c}, !*noWarm)
 	}
 	if *profile {
 		m, err := rt.open(*target)
