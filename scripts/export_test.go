@@ -164,6 +164,9 @@ func TestOfficialExportRoundTrip(t *testing.T) {
 	errD := maxAbsErr(t, "decoder.onnx image", img, d.Image)
 	t.Logf("max abs error ONNX vs PyTorch: transformer %.2g, head %.2g, decoder %.2g", errT, errH, errD)
 
+	if m.Cache == nil || model.Cached == nil {
+		t.Fatalf("exported pack has no cached transformer (manifest cache %+v)", m.Cache)
+	}
 	generateEndToEnd(t, lib, packDir, m)
 }
 
@@ -172,8 +175,9 @@ func TestOfficialExportRoundTrip(t *testing.T) {
 func generateEndToEnd(t *testing.T, lib, packDir string, m *mar.Manifest) {
 	bin := buildMarspec(t)
 	outDir := filepath.Join(t.TempDir(), "gen")
+	// with the cache across AR steps on, lazy steps included (steps 2 and 3 of 4)
 	cmd := exec.Command(bin, "generate", "--model", packDir, "--class", "0", "--n", "2", "--steps", "5",
-		"--num-iter", "4", "--threads", "1", "--out", outDir)
+		"--num-iter", "4", "--threads", "1", "--cache", "on", "--cache-full-steps", "1", "--cache-refresh-every", "3", "--out", outDir)
 	cmd.Env = append(os.Environ(), "MARSPEC_ORT_LIB="+lib)
 	log, err := cmd.CombinedOutput()
 	if err != nil {
