@@ -24,7 +24,8 @@ type cacheRun struct {
 // alike), and writes images/s, the speedup over no cache, and the shares of the plain
 // transformer pass, the cached graph, the head and the rest (docs/cache.md, BENCHMARKS.md).
 // Rounds 1..pf.Rounds are counted; with warm, a round 0 runs first and is not.
-func CacheCompare(out io.Writer, m *mar.Model, pf ProfileSettings, steps, threads int, caches []mar.CacheSettings, warm bool) error {
+// progress (may be nil) gets one line per timed generation, for runs that take hours.
+func CacheCompare(out, progress io.Writer, m *mar.Model, pf ProfileSettings, steps, threads int, caches []mar.CacheSettings, warm bool) error {
 	if m.Cached == nil {
 		return fmt.Errorf("pack %s has no cached transformer (scripts/cached_transformer.py --pack DIR adds one)", m.Manifest.Name)
 	}
@@ -66,6 +67,9 @@ func CacheCompare(out io.Writer, m *mar.Model, pf ProfileSettings, steps, thread
 			start := time.Now()
 			if _, err := m.Generate(classes, opt); err != nil {
 				return err
+			}
+			if progress != nil {
+				fmt.Fprintf(progress, "bench --cache: round %d, %s: %.1f s\n", round, r.name, time.Since(start).Seconds())
 			}
 			if round == 0 {
 				continue

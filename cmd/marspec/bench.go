@@ -74,7 +74,7 @@ func runBench(args []string) error {
 			return err
 		}
 		pf.Images = *images
-		return bench.CacheCompare(os.Stdout, m, pf, *steps, rt.threads, []mar.CacheSettings{c}, !*noWarm)
+		return bench.CacheCompare(os.Stdout, os.Stderr, m, pf, *steps, rt.threads, []mar.CacheSettings{c}, !*noWarm)
 	}
 	if *profile {
 		m, err := rt.open(*target)
