@@ -69,5 +69,8 @@ func describePack(name string, p *mar.Pack) {
 		}
 	}
 	fmt.Printf("  classes: %s\n", strings.Join(classes, ", "))
+	if c := m.Cache; c != nil {
+		fmt.Printf("  cache across AR steps: %s (--cache on, docs/cache.md)\n", c.File)
+	}
 	generation.DescribeSettings(os.Stdout, m)
 }
