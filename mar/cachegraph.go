@@ -19,10 +19,15 @@ type CachedTransformer struct {
 
 // NewCachedTransformer opens the graph and checks its inputs and outputs against the pack.
 func NewCachedTransformer(data []byte, m *Manifest, opt onnxrt.SessionOptions, source string) (*CachedTransformer, error) {
+	return newCachedTransformer(data, "", m, opt, source)
+}
+
+// newCachedTransformer opens the graph from file when it is set (weights in external data).
+func newCachedTransformer(data []byte, file string, m *Manifest, opt onnxrt.SessionOptions, source string) (*CachedTransformer, error) {
 	L, D, W := int64(m.SeqLen()), int64(m.TokenDim), int64(m.Width)
 	E, Dd := int64(m.Cache.EncoderBlocks), int64(m.Cache.DecoderBlocks)
 	// -1 batch, -2 cached positions, -3 encoder queries, -4 decoder queries
-	g, err := onnxrt.NewGraph(data, source, opt, []onnxrt.IOSpec{
+	inputs := []onnxrt.IOSpec{
 		{Name: "tokens", Shape: []int64{-1, L, D}}, {Name: "mask", Shape: []int64{-1, L}},
 		{Name: "class_ids", Int64: true, Shape: []int64{-1}}, {Name: "drop_class", Shape: []int64{-1}},
 		{Name: "enc_kv", Shape: []int64{-1, E, 2, -2, W}}, {Name: "enc_out", Shape: []int64{-1, -2, W}},
@@ -31,10 +36,18 @@ func NewCachedTransformer(data []byte, m *Manifest, opt onnxrt.SessionOptions, s
 		{Name: "enc_pos", Int64: true, Shape: []int64{-1, -3}}, {Name: "enc_valid", Shape: []int64{-1, -3}},
 		{Name: "dec_pos", Int64: true, Shape: []int64{-1, -4}}, {Name: "dec_valid", Shape: []int64{-1, -4}},
 		{Name: "dec_src", Int64: true, Shape: []int64{-1, -4}},
-	}, []onnxrt.IOSpec{
+	}
+	outputs := []onnxrt.IOSpec{
 		{Name: "z", Shape: []int64{-1, -4, W}}, {Name: "enc_kv_new", Shape: []int64{-1, E, 2, -3, W}},
 		{Name: "enc_out_new", Shape: []int64{-1, -3, W}}, {Name: "dec_kv_new", Shape: []int64{-1, Dd, 2, -4, W}},
-	})
+	}
+	var g *onnxrt.Graph
+	var err error
+	if file != "" {
+		g, err = onnxrt.NewGraphFile(file, source, opt, inputs, outputs)
+	} else {
+		g, err = onnxrt.NewGraph(data, source, opt, inputs, outputs)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -83,8 +83,10 @@ type Pack struct {
 	ExitDraft, ExitRest []byte
 	// Distilled is the distilled_head graph; nil when the manifest names none
 	Distilled []byte
-	// Cached is the cached transformer graph; nil when the manifest names none
-	Cached []byte
+	// Cached is the cached transformer graph; nil when the manifest names none or CachedFile
+	// is set (its weights in transformer_cached.onnx.data, opened by path as TransformerFile)
+	Cached     []byte
+	CachedFile string
 	// TransformerFile is set instead of Transformer when the transformer's weights are in
 	// transformer.onnx.data beside it (ONNX external data, for graphs over 2 GB such as
 	// MAR-H's): ONNX Runtime then opens the graph by its path.
@@ -290,6 +292,11 @@ func LoadPackDirAt(dir, precision string) (*Pack, error) {
 	if _, err := os.Stat(filepath.Join(dir, externalTransformerData)); err == nil && p.Precision == FP32 {
 		p.Transformer, p.TransformerFile = nil, filepath.Join(dir, "transformer.onnx")
 	}
+	if c := p.Manifest.Cache; c != nil && p.Cached != nil {
+		if _, err := os.Stat(filepath.Join(dir, c.File+".data")); err == nil {
+			p.Cached, p.CachedFile = nil, filepath.Join(dir, c.File)
+		}
+	}
 	return p, nil
 }
 
@@ -357,8 +364,8 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		}
 		model.Distilled = dh
 	}
-	if p.Cached != nil {
-		ct, err := NewCachedTransformer(p.Cached, p.Manifest, opt, p.Source+"/"+p.Manifest.Cache.File)
+	if p.Cached != nil || p.CachedFile != "" {
+		ct, err := newCachedTransformer(p.Cached, p.CachedFile, p.Manifest, opt, p.Source+"/"+p.Manifest.Cache.File)
 		if err != nil {
 			closeModel(model)
 			return nil, err

@@ -148,9 +148,26 @@ def manifest_entry(mar):
             "decoder_blocks": len(mar.decoder_blocks)}
 
 
-def add_to_pack(mar, pack):
-    """Writes PACK/transformer_cached.onnx from mar's weights and names it in the manifest."""
-    export_graph(mar, os.path.join(pack, FILE))
+EXTERNAL_DATA = FILE + ".data"  # the graph's weights when it is over protobuf's 2 GB (MAR-H)
+
+
+def add_to_pack(mar, pack, external=False):
+    """Writes PACK/transformer_cached.onnx from mar's weights and names it in the manifest;
+    its weights go to transformer_cached.onnx.data when torch had to put them outside the
+    graph (over 2 GB) or external is asked for, as export_mar.py does for transformer.onnx."""
+    import tempfile
+    with tempfile.TemporaryDirectory(dir=pack) as tmp:
+        graph = os.path.join(tmp, FILE)
+        export_graph(mar, graph)
+        dest, data = os.path.join(pack, FILE), os.path.join(pack, EXTERNAL_DATA)
+        if os.path.exists(data):
+            os.remove(data)
+        if not external and os.listdir(tmp) == [FILE]:
+            os.replace(graph, dest)
+        else:
+            import onnx
+            onnx.save_model(onnx.load(graph), dest, save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=EXTERNAL_DATA, size_threshold=0)
     path = os.path.join(pack, "manifest.json")
     with open(path) as f:
         manifest = json.load(f)

@@ -218,10 +218,8 @@ def export(model, cfg, vae, out, name, sampling_steps, names, names_source, reco
         f.write("\n")
     if external:
         print(f"note: {out}/transformer.onnx keeps its weights in {EXTERNAL_DATA}; keep the two together", file=sys.stderr)
-    if not external:  # the cached transformer for caching across AR steps (docs/cache.md); not yet over 2 GB
-        manifest["cache"] = cached_transformer.add_to_pack(model, out)
-    else:
-        print(f"note: no {cached_transformer.FILE}: a graph over 2 GB needs external data, not supported for it yet", file=sys.stderr)
+    # the cached transformer, for caching across AR steps (docs/cache.md), its weights kept as the transformer's
+    manifest["cache"] = cached_transformer.add_to_pack(model, out, external=external)
     return manifest
 
 

@@ -244,4 +244,8 @@ func checkExternalData(t *testing.T, dir string, tokens, mask []float32, classID
 		t.Fatal(err)
 	}
 	maxAbsErr(t, "transformer.onnx with external data z", z, want)
+	if pack.CachedFile == "" || pack.Cached != nil || model.Cached == nil {
+		t.Fatalf("pack with external data: cached transformer file %q, %d bytes read, opened %v; want it opened by path",
+			pack.CachedFile, len(pack.Cached), model.Cached != nil)
+	}
 }
