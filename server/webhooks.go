@@ -139,7 +139,7 @@ func wireWebhook(req api.GenerateRequest, deliveries []store.Delivery) *api.Webh
 	for _, d := range deliveries {
 		wd := api.WebhookDelivery{Event: d.Event, State: d.State, Attempts: d.Attempts, LastStatus: d.LastStatus,
 			LastError: d.LastError, Delivered: d.Delivered}
-		if d.State == store.DeliveryPending && d.Attempts > 0 {
+		if d.State == store.DeliveryPending && d.Next.UnixNano() > 0 { // after a failed try
 			next := d.Next
 			wd.NextAttempt = &next
 		}
