@@ -44,11 +44,11 @@ type deliverer struct {
 
 // Delivery timing (variables: tests shorten them).
 var (
-	webhookPollEvery  = time.Second             // due deliveries are looked for (also on every event here)
-	webhookFirstRetry = time.Second             // the wait after a first failed try, doubled after each
-	webhookMaxRetry   = 10 * time.Minute        // the longest wait between tries
-	webhookInFlight   = 8                       // calls at once per server
-	webhookBodyLimit  = int64(64 << 10)         // of an answer read (and dropped)
+	webhookPollEvery  = time.Second      // due deliveries are looked for (also on every event here)
+	webhookFirstRetry = time.Second      // the wait after a first failed try, doubled after each
+	webhookMaxRetry   = 10 * time.Minute // the longest wait between tries
+	webhookInFlight   = 8                // calls at once per server
+	webhookBodyLimit  = int64(64 << 10)  // of an answer read (and dropped)
 	webhookUserAgent  = "marspec-webhook/1 (+docs/api.md)"
 )
 

@@ -273,7 +273,10 @@ func TestWebhookDeliveredAfterARestart(t *testing.T) {
 // A webhook the server may not call is a 400 naming the field and what is allowed.
 func TestWebhookRefusedAtPost(t *testing.T) {
 	off := start(t, "", false, nil)
-	listed := start(t, "", false, func(c *Config) { c.WebhookSecret = testSecret; c.WebhookHosts = "hooks.example.com, *.example.org:8443" })
+	listed := start(t, "", false, func(c *Config) {
+		c.WebhookSecret = testSecret
+		c.WebhookHosts = "hooks.example.com, *.example.org:8443"
+	})
 	public := start(t, "", false, func(c *Config) { c.WebhookSecret = testSecret })
 	for _, c := range []struct {
 		ts          *testServer
