@@ -50,6 +50,10 @@ func parseHostList(list string) ([]hostRule, error) {
 		if item == "" {
 			continue
 		}
+		notHost := fmt.Errorf("--webhook-hosts %q is not a host (allowed: HOST, *.DOMAIN, either with :PORT; e.g. hooks.example.com,127.0.0.1:9000)", item)
+		if strings.ContainsAny(item, "/@?# ") {
+			return nil, notHost
+		}
 		r := hostRule{host: strings.ToLower(item), asWritten: item}
 		if h, p, err := net.SplitHostPort(r.host); err == nil {
 			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
@@ -61,8 +65,8 @@ func parseHostList(list string) ([]hostRule, error) {
 		if strings.HasPrefix(r.host, "*.") {
 			r.host, r.wildcard = r.host[1:], true
 		}
-		if r.host == "" || r.host == "." || strings.ContainsAny(r.host, "/*@ ?#:") && net.ParseIP(r.host) == nil {
-			return nil, fmt.Errorf("--webhook-hosts %q is not a host (allowed: HOST, *.DOMAIN, either with :PORT; e.g. hooks.example.com,127.0.0.1:9000)", item)
+		if r.host == "" || r.host == "." || strings.ContainsAny(r.host, "*:") && net.ParseIP(r.host) == nil {
+			return nil, notHost
 		}
 		rules = append(rules, r)
 	}
