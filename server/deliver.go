@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -83,7 +84,7 @@ func newDeliverer(s *Server) *deliverer {
 		Help: "Webhook deliveries not yet made nor given up (every replica's)."}, func() float64 {
 		n, err := outbox.PendingDeliveries()
 		if err != nil {
-			return -1
+			return math.NaN()
 		}
 		return float64(n)
 	}))

@@ -32,6 +32,6 @@ func (s *Server) addDeliveries(g *api.Generation) error {
 	if err != nil {
 		return err
 	}
-	g.Webhook = wireWebhook(api.GenerateRequest{Webhook: g.Webhook.URL, WebhookEvents: g.Webhook.Events}, ds)
+	g.Webhook.Deliveries = wireWebhook(api.GenerateRequest{Webhook: g.Webhook.URL}, ds).Deliveries
 	return nil
 }

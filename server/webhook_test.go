@@ -96,7 +96,8 @@ func newReceiver(t *testing.T, answer func(id string, n int) int) *receiver {
 	return rc
 }
 
-// hookURL is the receiver's URL for a job's webhook.
+// hookURL is the receiver's URL for a job's webhook (with a query, as a receiver's own token
+// would be).
 func (rc *receiver) hookURL() string { return rc.URL + "/hooks/marspec?from=test" }
 
 // webhooksOn configures a server to call loopback receivers, quickly.
@@ -191,7 +192,7 @@ func TestWebhookSignedAndRetried(t *testing.T) {
 		t.Errorf("another secret: %v", err)
 	}
 	w := settled(t, ts, g.ID, 2)
-	if w.URL != rc.hookURL() || len(w.Events) != 4 {
+	if w.URL != rc.URL+"/hooks/marspec?…" || len(w.Events) != 4 { // the query may hold a token: not shown
 		t.Fatalf("the job's webhook: %+v", w)
 	}
 	for _, d := range w.Deliveries {

@@ -132,7 +132,7 @@ func wireWebhook(req api.GenerateRequest, deliveries []store.Delivery) *api.Webh
 	if req.Webhook == "" {
 		return nil
 	}
-	w := &api.Webhook{URL: req.Webhook, Events: req.WebhookEvents}
+	w := &api.Webhook{URL: withoutQuery(req.Webhook), Events: req.WebhookEvents}
 	if w.Events == nil {
 		w.Events = api.WebhookEvents
 	}
@@ -146,6 +146,17 @@ func wireWebhook(req api.GenerateRequest, deliveries []store.Delivery) *api.Webh
 		w.Deliveries = append(w.Deliveries, wd)
 	}
 	return w
+}
+
+// withoutQuery is a webhook URL as a job shows it: a query may carry the receiver's own token,
+// and a job is readable without the API token, so its values are left out.
+func withoutQuery(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.RawQuery == "" {
+		return raw
+	}
+	u.RawQuery = "…"
+	return u.String()
 }
 
 // hostOf is the host:port a dialled address names, for the dial check's message.
