@@ -37,6 +37,17 @@ type GenerateRequest struct {
 	Align            *bool    `json:"align,omitempty"`
 	Schedule         string   `json:"schedule,omitempty"`
 	MaxResampleTries *int     `json:"max_resample_tries,omitempty"`
+
+	// Priority orders the queue: -10 (last) to 10 (first), default 0; a level is worth the
+	// server's --priority-aging of waiting time, so a low one is never starved (docs/api.md).
+	Priority *int `json:"priority,omitempty"`
+	// QueueTimeout is how many seconds the job may wait to start; past it the job fails with
+	// error_code queue_deadline_exceeded. Default: the server's --queue-timeout (0: none).
+	QueueTimeout *float64 `json:"queue_timeout,omitempty"`
+	// Webhook is an http(s) URL called, signed, on the job's events (docs/api.md, "Webhooks").
+	Webhook string `json:"webhook,omitempty"`
+	// WebhookEvents chooses the events called: started, succeeded, failed, cancelled (default all).
+	WebhookEvents []string `json:"webhook_events,omitempty"`
 }
 
 // Classes is a list of class ids or names; JSON may give one string, one number or a list.
@@ -123,6 +134,15 @@ type Generation struct {
 	Alpha    *float64   `json:"alpha,omitempty"` // spec mode: accepted over verified drafts, all images
 	Images   []Image    `json:"images"`
 	Links    Links      `json:"links"`
+
+	// ErrorCode is a failure a client can act on without parsing Error: queue_deadline_exceeded.
+	ErrorCode string `json:"error_code,omitempty"`
+	// Priority is the job's queue priority, as asked (default 0).
+	Priority int `json:"priority"`
+	// QueueDeadline is when the job fails unless it has started (its queue_timeout after created).
+	QueueDeadline *time.Time `json:"queue_deadline,omitempty"`
+	// Webhook is the job's callback and, in GET /v1/generations/{id}, its deliveries.
+	Webhook *Webhook `json:"webhook,omitempty"`
 }
 
 // Settings are a job's resolved parameters (defaults and preset filled in).

@@ -85,6 +85,11 @@ func TestGalleryInBrowser(t *testing.T) {
 	}
 	b.screenshot(t, "error", "#generate")
 	setValue(t, b, "#f-cfg", "")
+	// the queue priority is checked the same way (it sits among the advanced options)
+	setValue(t, b, "#f-priority", "11")
+	b.do(t, "submitting priority 11", chromedp.Click(chromedp.CSS("#gen-submit")))
+	b.waitFor(t, "the priority error", `document.querySelector("#gen-error").dataset.field === "priority"`, 30*time.Second)
+	setValue(t, b, "#f-priority", "3")
 
 	// A speculative job: Sneaker and Bag, two images each, seed 7 (the default preset runs the
 	// target alone, so the mode is chosen).
@@ -99,10 +104,11 @@ func TestGalleryInBrowser(t *testing.T) {
 		t.Fatalf("job %s ended %s: %s", id, st, eval[string](t, b, `document.querySelector("#live").textContent`))
 	}
 	g := getGeneration(t, ts.URL, id)
-	if g.Settings.Mode != "spec" || g.Settings.Seed != 7 || len(g.Images) != 4 {
-		t.Fatalf("job %s: mode %s seed %d, %d images; want spec, 7, 4", id, g.Settings.Mode, g.Settings.Seed, len(g.Images))
+	if g.Settings.Mode != "spec" || g.Settings.Seed != 7 || len(g.Images) != 4 || g.Priority != 3 {
+		t.Fatalf("job %s: mode %s seed %d, %d images, priority %d; want spec, 7, 4, 3", id, g.Settings.Mode, g.Settings.Seed, len(g.Images), g.Priority)
 	}
 	card := fmt.Sprintf(`article.job[data-job="%s"]`, id)
+	b.waitFor(t, "the job's priority on its card", `(document.querySelector(`+js(card+" .queue-info")+`) || {}).textContent === "priority 3"`, 30*time.Second)
 	b.waitFor(t, "the job's images in the gallery", imagesRendered(card, 4), time.Minute)
 	b.waitFor(t, "the streamed images", imagesRendered("#live-images", 4), time.Minute)
 	// 28x28 grey images are scaled up to the 84 px tiles (TestFullSizeInGallery: 256x256 ones are not)

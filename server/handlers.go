@@ -30,6 +30,9 @@ func (s *Server) create(c *gin.Context) {
 		return
 	}
 	plan, err := generation.Validate(req, s.cat)
+	if err == nil {
+		err = s.checkHostedFields(&req)
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -48,7 +51,7 @@ func (s *Server) create(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if err := s.enqueue(id, plan); err != nil {
+	if err := s.enqueue(job, plan); err != nil {
 		s.fail(c, err)
 		return
 	}

@@ -32,6 +32,8 @@ type Server struct {
 	ui       fs.FS
 	handler  http.Handler
 	stopping atomic.Bool
+	bg       *background // the deadline sweep and the webhook deliverer (background.go)
+	hooks    *deliverer  // nil: webhooks are off (no --webhook-secret)
 	// afterImage, if set (tests), runs after an image is stored, in the worker goroutine: a
 	// test holds a job mid-run with it.
 	afterImage func(job string, index int)
@@ -60,10 +62,15 @@ func New(cfg Config, d Deps) *Server {
 	s.metrics.queueDepth(s.sched.Depth)
 	s.handler = s.routes()
 	if q, ok := d.Store.Meta.(store.Queue); ok {
+		if dl, ok := q.(store.Deadlines); ok {
+			dl.SetPriorityAging(cfg.PriorityAging)
+		}
 		s.rep = newReplica(s, q, cfg.Lease)
 		s.metrics.queueWaiting(q.Waiting)
 		s.rep.start()
 	}
+	s.hooks = newDeliverer(s)
+	s.startBackground()
 	return s
 }
 
@@ -142,7 +149,7 @@ func (s *Server) readmit(j store.Job, requeue bool) error {
 		}
 	}
 	s.hub.track(j.ID, plan, len(imgs), j.Attempt)
-	if err := s.sched.Readmit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
+	if err := s.sched.Readmit(s.schedulerJob(j, plan, done)); err != nil {
 		s.hub.forget(j.ID)
 		return err
 	}
@@ -181,6 +188,7 @@ wait:
 		s.rep.giveBack()
 		err = errors.Join(err, s.rep.halt(ctx)) // its own words: the workers may have stopped in time
 	}
+	s.bg.halt() // after the workers: a run's last event is recorded; its delivery waits in the outbox
 	s.hub.closeAll()
 	return err
 }

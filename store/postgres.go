@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +15,10 @@ import (
 )
 
 // Postgres is a Meta that several replicas share, and their Queue (queue.go).
-type Postgres struct{ pool *pgxpool.Pool }
+type Postgres struct {
+	pool  *pgxpool.Pool
+	aging atomic.Int64 // nanoseconds one priority level is worth when claiming (pgdeadline.go); 0: DefaultPriorityAging
+}
 
 // opTimeout bounds one statement: Meta has no context, and an unreachable database must fail
 // the call (and so the job or the request, with the reason) rather than hang it.

@@ -46,6 +46,9 @@ func OpenSQLite(path string) (*SQLite, error) {
 	if err == nil && has == 0 {
 		_, err = db.Exec(`ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0`)
 	}
+	if err == nil {
+		err = addWebhookOutbox(db)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("database %s: %w", path, err)

@@ -78,7 +78,9 @@ const gallery = {
         onclick: () => this.remove(g),
       }, this.isLive(g) ? "Cancel" : "Delete"));
     const card = el("article", { class: "job", dataset: { job: g.id, status: g.status, mode: g.settings.mode } }, head);
-    if (g.error) card.appendChild(el("p", { class: "error-inline" }, g.error));
+    if (g.error) card.appendChild(el("p", { class: "error-inline" }, g.error + (g.error_code ? ` (${g.error_code})` : "")));
+    const queue = this.queueInfo(g);
+    if (queue) card.appendChild(el("p", { class: "muted small queue-info" }, queue));
     if (this.isLive(g)) {
       card.appendChild(el("p", { class: "muted" }, `${g.progress.images_done}/${g.progress.images_total} images…`));
     }
@@ -89,6 +91,16 @@ const gallery = {
   },
 
   isLive(g) { return g.status === "queued" || g.status === "running"; },
+
+  // queueInfo says what the job asked of the queue: its priority, its start deadline while it
+  // waits, and its webhook (the deliveries show in an image's detail).
+  queueInfo(g) {
+    const parts = [];
+    if (g.priority) parts.push("priority " + g.priority);
+    if (g.queue_deadline && g.status === "queued") parts.push("must start by " + new Date(g.queue_deadline).toLocaleTimeString());
+    if (g.webhook) parts.push("webhook on " + g.webhook.events.join(", "));
+    return parts.join(" · ");
+  },
 
   tile(g, im) {
     const st = im.stats;
