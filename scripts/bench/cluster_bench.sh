@@ -5,9 +5,9 @@
 # nothing), "two" posts round-robin to 8081 and 8082 (the shared queue spreads the work
 # anyway); they alternate for ROUNDS rounds so drift in the machine's load hits both alike.
 #
-# usage: make cluster && bash scripts/cluster_bench.sh [REQUESTS=120] [CLIENTS=8] [ROUNDS=3]
+# usage: make cluster && bash scripts/bench/cluster_bench.sh [REQUESTS=120] [CLIENTS=8] [ROUNDS=3]
 set -euo pipefail
-repo="$(cd "$(dirname "$0")/.." && pwd)"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
 n="${1:-120}" clients="${2:-8}" rounds="${3:-3}"
 [ -f "$repo/out/cluster.dir" ] || { echo "cluster_bench: no cluster (make cluster)" >&2; exit 1; }
 pid="$(awk '$3 == "replica-8082" {print $2}' "$(cat "$repo/out/cluster.dir")/procs")"

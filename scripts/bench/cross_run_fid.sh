@@ -4,9 +4,9 @@
 #    means the configuration makes nearly the same images as target-only;
 #  - other seeds: independent image sets of the same size; target-only against target-only of
 #    another seed is the level that sampling noise alone gives.
-#   scripts/cross_run_fid.sh runs/table3/cfg1   (reads runs/table3/cfg1-seed*/<config>-stats.npz)
+#   scripts/bench/cross_run_fid.sh runs/table3/cfg1   (reads runs/table3/cfg1-seed*/<config>-stats.npz)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 prefix=$1
 fid() { ./bin/marspec fid "$1" "$2" 2>/dev/null | awk '/^FID/{print $2}'; }
 summary() { awk '{s+=$1; if(NR==1||$1<mn)mn=$1; if(NR==1||$1>mx)mx=$1} END{if(NR) printf "%.3f (%.3f–%.3f, %d)", s/NR, mn, mx, NR; else printf "–"}'; }

@@ -5,9 +5,9 @@
 # 1, 2 and 4 steps, chunks interleaved so the images/s are side by side; seed 1 adds the
 # one-token-per-step target for the speed ratio. Then the head's share per sampler
 # (bench --profile --samplers). One ONNX thread, nice 19.
-# usage: make build && bash scripts/distill_firstlook.sh [N=1000] [TARGET=target] [OUT=runs/distill-firstlook]
+# usage: make build && bash scripts/bench/distill_firstlook.sh [N=1000] [TARGET=target] [OUT=runs/distill-firstlook]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 n="${1:-1000}"; target="${2:-target}"; out="${3:-runs/distill-firstlook}"
 ref=target:num_iter=4:steps=25
 configs="$ref,target:num_iter=4:steps=25:sampler=ddim:eta=0,target:num_iter=4:steps=10:sampler=ddim:eta=1,target:num_iter=4:steps=1:sampler=distilled,target:num_iter=4:steps=2:sampler=distilled,target:num_iter=4:steps=4:sampler=distilled"

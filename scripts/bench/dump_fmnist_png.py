@@ -1,12 +1,14 @@
 """Write Fashion-MNIST images as PNG files (for reference statistics with `marspec fid --stats`).
 
-  /usr/bin/python3 scripts/dump_fmnist_png.py --split test --out /tmp/fmnist-test
+  /usr/bin/python3 scripts/bench/dump_fmnist_png.py --split test --out /tmp/fmnist-test
 """
 import argparse
 import os
+import sys
 
-import fmnist
-from pngfile import write_png
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib import fmnist
+from lib.pngfile import write_png
 
 
 def main():

@@ -12,9 +12,9 @@
 # FID runs still falls unevenly on configurations; then the paired reports, FIDs from the four
 # FID runs and speeds from the quiet runs alone.
 # One ONNX thread per process, nice 19 for the FID runs.
-# usage: make build && bash scripts/frontier_samplers.sh [N=2000] [OUT=runs/frontier-samplers] [N_SPEED=640]
+# usage: make build && bash scripts/bench/frontier_samplers.sh [N=2000] [OUT=runs/frontier-samplers] [N_SPEED=640]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 n="${1:-2000}"; out="${2:-runs/frontier-samplers}"; n_speed="${3:-640}"
 fast=target:num_iter=4:steps=25
 configs="$fast,target:num_iter=4,target:num_iter=7,\

@@ -1,7 +1,7 @@
 """Images/s of the official PyTorch MAR code, on the same weights as a marspec pack: the
-reference scripts/gpu_bench.sh sets marspec's GPU numbers against.
+reference scripts/gpu/gpu_bench.sh sets marspec's GPU numbers against.
 
-  /usr/bin/python3 scripts/official_mar_bench.py --code /path/to/mar --model mar_huge \
+  /usr/bin/python3 scripts/bench/official_mar_bench.py --code /path/to/mar --model mar_huge \
       --pack out/packs/mar-huge --batch 32 --images 64 --num-iter 64
 
 --code is a copy of the official repository (github.com/LTH14/mar, fetched by hand, never
@@ -12,7 +12,7 @@ official ones); images are sampled with its sample_tokens and decoded with its V
 Where timm or tqdm is not installed, a stand-in is used and named in the output: MAR takes only
 timm's transformer Block (the pre-norm block, same parameter names) and tqdm's progress bar.
 --cpu runs on the CPU by making .cuda() a no-op: the reference for marspec's CPU numbers at real
-size (scripts/realsize_cpu_bench.py alternates the two; set OMP_NUM_THREADS and
+size (scripts/bench/realsize_cpu_bench.py alternates the two; set OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS to --threads before starting it, as that script does). --threads sets
 PyTorch's intra-op threads. Besides images/s it reports the time spent in each part of the
 official sampler (encoder + decoder = one transformer pass, the head's p_sample_loop, the VAE
@@ -31,8 +31,9 @@ from functools import partial
 import torch
 import torch.nn as nn
 
-import mar_official as mo
-import marmodel
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib import mar_official as mo
+from lib import marmodel
 
 
 def install_stand_ins():
@@ -119,7 +120,7 @@ def mar_model(official_mar, official_vae, args):
 
 def toy_model(official_mar, args):
     """The official MAR class at the sizes of a marspec pack with fixed patch tokens (the embedded
-    Fashion-MNIST target), loaded strictly from --checkpoint (scripts/ckpt_from_pack.py rebuilds
+    Fashion-MNIST target), loaded strictly from --checkpoint (scripts/packs/ckpt_from_pack.py rebuilds
     one from the pack's graphs). Tokens are pixels, so decoding is the official unpatchify that
     sample_tokens already ends with; nothing else is timed as the decode."""
     with open(os.path.join(args.pack, "manifest.json")) as f:
@@ -157,7 +158,7 @@ def main():
     ap.add_argument("--model", required=True, choices=sorted(mo.MAR_PRESETS) + ["pack"],
                     help="an official preset, or pack: the sizes of --pack's manifest (a space_to_depth pack such as "
                          "models/target, with --checkpoint)")
-    ap.add_argument("--checkpoint", help="--model pack: the checkpoint scripts/ckpt_from_pack.py rebuilt from the pack")
+    ap.add_argument("--checkpoint", help="--model pack: the checkpoint scripts/packs/ckpt_from_pack.py rebuilt from the pack")
     ap.add_argument("--vae-config", default="kl16", choices=sorted(mo.VAE_PRESETS))
     ap.add_argument("--pack", required=True, help="pack folder holding checkpoint-last.pth and vae.ckpt (or, with "
                     "--model pack, a marspec pack with fixed patch tokens)")

@@ -4,10 +4,10 @@
 # measured); CFG 1, N = 2,000 (200 per class) at seeds 1 and 2, fp32 and int8 in turns at
 # each seed (same seeds, so the pair shares its noise), one thread; then FID against the test
 # set, paired differences, and the two-sample FIDs that give the noise floor.
-# usage: make build && bash scripts/precision_fid.sh [target|draft]
-#   uses the pack quantised into out/q/MODEL: /usr/bin/python3 scripts/quantize_pack.py models/MODEL --out out/q/MODEL
+# usage: make build && bash scripts/bench/precision_fid.sh [target|draft]
+#   uses the pack quantised into out/q/MODEL: /usr/bin/python3 scripts/packs/quantize_pack.py models/MODEL --out out/q/MODEL
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 model="${1:-target}"
 case "$model" in
   target) args=(--target out/q/target --mode target --num-iter 4 --steps 25 --final-step-noise) ;;

@@ -3,10 +3,10 @@
 # the target at num_iter 4 with 25 ddpm steps (the fast preset when these were measured) and the
 # draft with the same schedule, 500 images a run (50 per class), one thread; fp32 and int8 in turns, REPS runs each,
 # then the medians, their ratio, and the median of each repetition's int8/fp32 ratio.
-# usage: make build && bash scripts/precision_speed.sh [REPS=5]
-#   needs out/q/target and out/q/draft: /usr/bin/python3 scripts/quantize_pack.py models/target --out out/q/target (same for draft)
+# usage: make build && bash scripts/bench/precision_speed.sh [REPS=5]
+#   needs out/q/target and out/q/draft: /usr/bin/python3 scripts/packs/quantize_pack.py models/target --out out/q/target (same for draft)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps="${1:-5}"
 run() { # model precision -> images/s
   local args=(--target out/q/target --mode target --num-iter 4 --steps 25 --final-step-noise)

@@ -4,11 +4,11 @@
 # reference that every generated row is scored against (the same N as the rows, so the same
 # finite-sample bias). Needs Debian's dataset-fashion-mnist and python3-numpy, and bin/marspec.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-/usr/bin/python3 scripts/dump_fmnist_png.py --split test --out "$tmp/test" >/dev/null
-/usr/bin/python3 scripts/dump_fmnist_png.py --split train --out "$tmp/train" >/dev/null
+/usr/bin/python3 scripts/bench/dump_fmnist_png.py --split test --out "$tmp/test" >/dev/null
+/usr/bin/python3 scripts/bench/dump_fmnist_png.py --split train --out "$tmp/train" >/dev/null
 ./bin/marspec fid --stats "$tmp/train" -o "$tmp/train_stats.npz" 2>/dev/null
 echo "== test set (10,000) against the training set (60,000)"
 ./bin/marspec fid "$tmp/test" "$tmp/train_stats.npz" 2>/dev/null

@@ -1,14 +1,14 @@
 """marspec against the official MAR code on the CPU, at real size, alternated in one run.
 
-  /usr/bin/python3 scripts/make_random_packs.py --models mar_base --checkpoint --out out/packs
-  /usr/bin/python3 scripts/realsize_cpu_bench.py --pack out/packs/mar-base --code out/official-mar
+  /usr/bin/python3 scripts/packs/make_random_packs.py --models mar_base --checkpoint --out out/packs
+  /usr/bin/python3 scripts/bench/realsize_cpu_bench.py --pack out/packs/mar-base --code out/official-mar
 
 For each thread count, batch and CFG scale, the two sides run one after the other (marspec's
-`bench --parts --json`, then scripts/official_mar_bench.py --cpu on the same weights, same
+`bench --parts --json`, then scripts/bench/official_mar_bench.py --cpu on the same weights, same
 num_iter and diffusion steps), --reps times, each side a process of its own after one untimed
 warm-up image. Each side reports images/s, the time per transformer pass, head step and decode
 (the official code's own methods, timed in place) and the time to open the pack or load the
-checkpoints. FLOPs per part come from scripts/realsize_flops.py; --gemm measures ONNX Runtime's
+checkpoints. FLOPs per part come from scripts/bench/realsize_flops.py; --gemm measures ONNX Runtime's
 fp32 MatMul, the peak the parts are compared with. Results go to OUT/results.jsonl (appended)
 and OUT/realsize.md (the tables for docs/BENCHMARKS.md).
 """
@@ -22,7 +22,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 TABLE_HEADER = ["| threads | batch | cfg | marspec img/s | official img/s | ratio | transformer pass ms (m / o) | "
@@ -135,7 +135,7 @@ def main():
                     "(';'-separated --ort-tuning values, 'default' for none), alternated")
     ap.add_argument("--gemm", default="", help="MxKxN: ONNX Runtime's fp32 MatMul peak at each thread count")
     ap.add_argument("--int8", action="store_true", help="also run marspec at --precision int8 (the pack quantised by "
-                    "scripts/quantize_pack.py) in each alternation")
+                    "scripts/packs/quantize_pack.py) in each alternation")
     ap.add_argument("--toy-pack", default="models/target")
     ap.add_argument("--toy-checkpoint", default="", help="also compare at toy size: the checkpoint ckpt_from_pack.py "
                     "rebuilt from --toy-pack (e.g. runs/target-rebuilt/checkpoint-last.pth)")
@@ -162,7 +162,7 @@ def main():
                     int8_rows.append("| int8 " + table_row(threads, batch, cfg, res["marspec-int8"], o))
                 rows = 2 * batch if cfg != 1 else batch  # guidance runs the unconditional rows too
                 gflops_rows.append((threads, batch, cfg, rows, m, o))
-    md += ["", "Achieved GFLOP/s (FLOPs from scripts/realsize_flops.py; the transformer at the schedule's mean pass, "
+    md += ["", "Achieved GFLOP/s (FLOPs from scripts/bench/realsize_flops.py; the transformer at the schedule's mean pass, "
            f"{flops['transformer_gflop_mean_pass']:.1f} GFLOP per image row; a head step at the schedule's mean tokens per AR step):", "",
            "| threads | batch | cfg | transformer (m / o) | head step (m / o) | decode (m / o) |", "|---|---|---|---|---|---|"]
     mean_tokens = flops["seq_len"] / args.num_iter  # a head step samples one AR step's tokens
@@ -174,7 +174,7 @@ def main():
         md.append(f"| {threads} | {batch} | {cfg:g} | {g(tr, m['transformer_ms']):.0f} / {g(tr, o['transformer_ms']):.0f} | "
                   f"{g(hd, m['head_step_ms']):.0f} / {g(hd, o['head_step_ms']):.0f} | {g(dc, m['decode_ms']):.0f} / {g(dc, o['decode_ms']):.0f} |")
     if int8_rows:
-        md += ["", "marspec at int8 (--precision int8, scripts/quantize_pack.py) in the same alternation, against the same "
+        md += ["", "marspec at int8 (--precision int8, scripts/packs/quantize_pack.py) in the same alternation, against the same "
                "official fp32 runs:", "", "| precision " + TABLE_HEADER[0], "|---" + TABLE_HEADER[1]] + int8_rows
     if args.gemm:
         md += [""]
@@ -202,7 +202,7 @@ def main():
                           f"{med(rs, 'head_step_ms'):.1f} | {med(rs, 'decode_ms'):.0f} |")
     if args.toy_checkpoint:
         md += ["", f"Toy size: {args.toy_pack} at the fast preset's schedule (num_iter 4, 25 diffusion steps), one thread, "
-               "against the official code on the same weights (scripts/ckpt_from_pack.py):", ""] + TABLE_HEADER
+               "against the official code on the same weights (scripts/packs/ckpt_from_pack.py):", ""] + TABLE_HEADER
         for batch in [int(b) for b in args.toy_batches.split(",")]:
             for cfg in [float(c) for c in args.cfgs.split(",")]:
                 res = side_by_side(args, toy_suite(args), 1, batch, cfg, log)

@@ -1,9 +1,9 @@
 """FLOPs of one transformer pass, one head step and one decode of an official MAR architecture,
 counted by PyTorch's profiler (with_flops: matrix products and convolutions, 2 per
 multiply-add; element-wise work, a few percent here, is not counted), for bench --parts'
-GFLOP/s (scripts/realsize_cpu_bench.py).
+GFLOP/s (scripts/bench/realsize_cpu_bench.py).
 
-  /usr/bin/python3 scripts/realsize_flops.py --model mar_base --num-iter 8
+  /usr/bin/python3 scripts/bench/realsize_flops.py --model mar_base --num-iter 8
 
 The transformer's work depends on how many tokens are known: MAR's sampler (and marspec's
 packs since the compact export) run the encoder over the buffer and the known tokens only, the
@@ -14,11 +14,14 @@ printed beside it. Random weights: FLOPs do not depend on them. Prints one JSON 
 import argparse
 import json
 import math
+import os
+import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-import mar_official as mo
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib import mar_official as mo
 
 
 def flops(fn):

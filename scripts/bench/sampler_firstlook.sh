@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The head samplers' first look (docs/FRONTIER.md): target alone, num_iter 4, CFG 1, one seed,
 # 1,000 images per sampler and step count, one thread, then FID against the embedded test set.
-# usage: make build && bash scripts/sampler_firstlook.sh [SEED=0]
+# usage: make build && bash scripts/bench/sampler_firstlook.sh [SEED=0]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 seed="${1:-0}"
 for steps in 25 10 5; do for s in "ddpm" "ddim --eta 0" "ddim --eta 1" "dpmpp-2m"; do
   name=$(echo "$s" | tr -d ' -'); out=out/samplers/seed$seed-$steps-$name; rm -rf "$out"

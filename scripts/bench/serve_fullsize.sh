@@ -5,9 +5,9 @@
 # mode and one in spec mode with ?wait, and print each job's server-measured seconds, the
 # client's wall time, the PNG's size and the server's memory (VmHWM: peak resident set; VmRSS:
 # now) from /proc. The server is stopped at the end, whatever happens.
-# usage: make build && bash scripts/serve_fullsize.sh TARGET DRAFT [CLASS=207] [STEPS=3] [NUM_ITER=4] [GAMMA=4]
+# usage: make build && bash scripts/bench/serve_fullsize.sh TARGET DRAFT [CLASS=207] [STEPS=3] [NUM_ITER=4] [GAMMA=4]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 target="$1" draft="$2" class="${3:-207}" steps="${4:-3}" num_iter="${5:-4}" gamma="${6:-4}"
 addr=127.0.0.1:${MARSPEC_PORT:-18930}
 data="${MARSPEC_DATA:-$(mktemp -d)}"  # kept: serve it again to look at the gallery

@@ -1,4 +1,4 @@
-"""The measurements of scripts/gpu_bench.sh (issue 9): run by that script, which sets up the
+"""The measurements of scripts/gpu/gpu_bench.sh (issue 9): run by that script, which sets up the
 runtime and the binary first. See docs/gpu.md for the whole procedure.
 
 For each pair (the embedded Fashion-MNIST pair; random-weight MAR-B draft / MAR-H target):
@@ -10,7 +10,7 @@ For each pair (the embedded Fashion-MNIST pair; random-weight MAR-B draft / MAR-
     without and with --exit-max-error 0.2) where the target pack has one;
   - each against target-only at the same batch, at one token per step and at 64 steps;
   - with --official DIR (random pair): the official PyTorch MAR code's images/s on the same
-    weights (scripts/official_mar_bench.py), at 64 steps and at one token per step.
+    weights (scripts/bench/official_mar_bench.py), at 64 steps and at one token per step.
 
 Every measurement is one `marspec generate --json` and one line of OUT/results.jsonl keyed by its
 settings; a rerun skips what is there, so a run cut off (the GPU machine stops a command after
@@ -29,7 +29,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+SCRIPTS = os.path.dirname(HERE)
+ROOT = os.path.dirname(SCRIPTS)
 
 
 def ints(s):
@@ -63,8 +64,8 @@ def device_name(device):
 
 
 def official_command(python, code, model, vae_config, pack, batch, images, num_iter, steps, device):
-    """scripts/official_mar_bench.py's command line: the official code on a pack's weights."""
-    cmd = [python, os.path.join(HERE, "official_mar_bench.py"), "--code", code, "--model", model, "--vae-config", vae_config,
+    """scripts/bench/official_mar_bench.py's command line: the official code on a pack's weights."""
+    cmd = [python, os.path.join(SCRIPTS, "bench", "official_mar_bench.py"), "--code", code, "--model", model, "--vae-config", vae_config,
            "--pack", pack, "--batch", str(batch), "--images", str(images), "--num-iter", str(num_iter), "--steps", str(steps)]
     return cmd if device.startswith("cuda") else cmd + ["--cpu"]
 
@@ -229,7 +230,7 @@ class Bench:
         a = self.args
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
         lines = [f"### GPU benchmark: {self.device_name()}", "",
-                 f"`bash scripts/gpu_bench.sh {' '.join(a.passed)}` at commit {commit or '?'}, device `{a.device}`, "
+                 f"`bash scripts/gpu/gpu_bench.sh {' '.join(a.passed)}` at commit {commit or '?'}, device `{a.device}`, "
                  f"{datetime.date.today().isoformat()}. Images/s of `marspec generate` (generation and decoding; models "
                  "opened before timing); each row one process. Random-weight packs: the compute per pass is MAR's, the "
                  "images and the draft's acceptance are not, so alpha and the speculative speedups of that pair say "
@@ -274,7 +275,7 @@ class Bench:
                         lines.append(f"| {drafter} | {gamma} | {verify} | {v:.3g} | {st.get('alpha', float('nan')):.3f} | "
                                      f"{'-' if c is None else f'{c:.3f}'} | {s1} | {s64} |")
             if official:
-                lines += ["", f"Official PyTorch MAR code (`scripts/official_mar_bench.py`, same weights, batch {sb}):", ""]
+                lines += ["", f"Official PyTorch MAR code (`scripts/bench/official_mar_bench.py`, same weights, batch {sb}):", ""]
                 for k in a.num_iters:
                     if k and k >= L:
                         continue
@@ -307,7 +308,7 @@ def ensure_packs(args):
     vae = "test_tiny" if args.tiny else "kl16"
 
     def make(model):
-        cmd = [args.python, os.path.join(HERE, "make_random_packs.py"), "--models", model, "--vae", vae, "--out", args.packs]
+        cmd = [args.python, os.path.join(SCRIPTS, "packs", "make_random_packs.py"), "--models", model, "--vae", vae, "--out", args.packs]
         if args.official:
             cmd.append("--checkpoint")
         if args.steps:
@@ -353,7 +354,7 @@ def main():
     args.steps = args.steps if args.steps is not None else (5 if t else 0)
     args.pairs = args.pairs.split(",")
     if not os.path.exists(args.bin):
-        sys.exit(f"gpu_bench: {args.bin} not found: build it with `go build -o bin/marspec ./cmd/marspec` (scripts/gpu_bench.sh does)")
+        sys.exit(f"gpu_bench: {args.bin} not found: build it with `go build -o bin/marspec ./cmd/marspec` (scripts/gpu/gpu_bench.sh does)")
     ensure_packs(args)
     b = Bench(args)
     b.measure()

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # The GPU numbers of issue 9 in one command (docs/gpu.md says how to run it on a lent GPU).
 #
-#   bash scripts/gpu_bench.sh [--device cuda:N] [--official DIR] [gpu_bench.py options]
-#   bash scripts/gpu_bench.sh --tiny          the same on the CPU at tiny sizes (a check that runs)
-#   bash scripts/gpu_bench.sh stages [--tiny] [gpu_stages.py options]
-#                                             issue 29's run in priority order instead: CUDA
-#                                             against the CPU, the embedded pair, MAR-B's passes
+#   bash scripts/gpu/gpu_bench.sh [--device cuda:N] [--official DIR] [gpu_bench.py options]
+#   bash scripts/gpu/gpu_bench.sh --tiny          the same on the CPU at tiny sizes (a check that runs)
+#   bash scripts/gpu/gpu_bench.sh stages [--tiny] [gpu_stages.py options]
+#                                                 issue 29's run in priority order instead: CUDA
+#                                                 against the CPU, the embedded pair, MAR-B's passes
 #
 # Sets up the runtime (for cuda: ONNX Runtime's GPU build in third_party/onnxruntime-gpu, from npm
 # or from parts sent beforehand, and CUDA's libraries from the Python packages beside PyTorch),
 # builds bin/marspec when Go is there (else uses the one carried over), makes the random-weight
-# packs, then runs scripts/gpu_bench.py. Results: out/gpu-bench/results.jsonl (resumable) and
+# packs, then runs scripts/gpu/gpu_bench.py. Results: out/gpu-bench/results.jsonl (resumable) and
 # out/gpu-bench/gpu-bench.md, the section for docs/BENCHMARKS.md.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 driver=gpu_bench.py
 if [ "${1:-}" = stages ]; then
@@ -46,9 +46,9 @@ done
 
 if [[ $device == cuda* ]]; then
   if [ -f third_party/onnxruntime-gpu-parts/SHA256SUMS ]; then
-    bash scripts/setup_ort.sh --gpu-from-parts
+    bash scripts/ops/setup_ort.sh --gpu-from-parts
   else
-    bash scripts/setup_ort.sh --gpu
+    bash scripts/ops/setup_ort.sh --gpu
   fi
   export MARSPEC_ORT_LIB=$PWD/third_party/onnxruntime-gpu/libonnxruntime.so
   # CUDA 13, cuBLAS, cuRAND and cuDNN 9 as PyTorch's pip wheels ship them (nvidia/*/lib)
@@ -83,4 +83,4 @@ if ! { command -v go >/dev/null && go build -o bin/marspec.new ./cmd/marspec 2>/
   echo "gpu_bench: using the bin/marspec brought along ($(date -r bin/marspec))" >&2
 fi
 
-exec "$python" "scripts/$driver" --python "$python" "${args[@]}"
+exec "$python" "scripts/gpu/$driver" --python "$python" "${args[@]}"

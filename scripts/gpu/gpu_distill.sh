@@ -5,8 +5,8 @@
 # meaningless (the unclipped teacher's endpoints are ~1e4 in RMS); the run proves the path at
 # full size and measures what a real run costs per chunk.
 #
-#   bash scripts/gpu_distill.sh OUT [MODEL] [DEVICE] [MINUTES]    # defaults: mar_base cuda 5
-#   bash scripts/gpu_distill.sh /tmp/d test_small cpu 0.2         # the same steps, small, here
+#   bash scripts/gpu/gpu_distill.sh OUT [MODEL] [DEVICE] [MINUTES]    # defaults: mar_base cuda 5
+#   bash scripts/gpu/gpu_distill.sh /tmp/d test_small cpu 0.2         # the same steps, small, here
 set -u
 out=${1:?usage: gpu_distill.sh OUT [MODEL] [DEVICE] [MINUTES]}
 model=${2:-mar_base}
@@ -16,7 +16,7 @@ vae=kl16
 [ "$model" = test_small ] && vae=test_tiny
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-cd "$(dirname "$0")"
+cd "$(dirname "$0")/.."
 
 python=${PYTHON:-}
 for candidate in /usr/bin/python3 /opt/torch/.venv/bin/python3 python3; do
@@ -34,12 +34,12 @@ done
 packs=$(mktemp -d)
 pack_name=$(echo "$model" | tr _ -)
 start=$(date +%s)
-"$python" make_random_packs.py --models "$model" --vae "$vae" --out "$packs" >"$out/make_pack.log" 2>&1 ||
+"$python" packs/make_random_packs.py --models "$model" --vae "$vae" --out "$packs" >"$out/make_pack.log" 2>&1 ||
   { echo "gpu_distill: make_random_packs.py failed"; tail -20 "$out/make_pack.log"; exit 1; }
 echo "pack made in $(( $(date +%s) - start )) s"
 
 start=$(date +%s)
-"$python" distill_head.py --pack "$packs/$pack_name" --contexts self --out "$out/run" --device "$device" \
+"$python" train/distill_head.py --pack "$packs/$pack_name" --contexts self --out "$out/run" --device "$device" \
   --minutes "$minutes" --batch 512 --reuse 8 --images 64 --per-image 16 --threads 2 >"$out/distill.log" 2>&1
 echo "distill_head.py: rc $? in $(( $(date +%s) - start )) s"
 tail -3 "$out/distill.log"
@@ -49,7 +49,7 @@ ls -l "$packs/$pack_name" >"$out/pack-files.txt"
 # TF32 through cuBLAS's override: the same code, matmuls on tensor cores.
 for precision in fp32 tf32; do
   override=0; [ "$precision" = tf32 ] && override=1
-  TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=$override timeout 90 "$python" distill_head_bench.py --device "$device" \
+  TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=$override timeout 90 "$python" bench/distill_head_bench.py --device "$device" \
     --models "$model" --updates 20 --threads 2 2>"$out/bench-$precision.err" |
     sed "s/^{/{\"precision\": \"$precision\", /" | tee -a "$out/bench.jsonl"
 done

@@ -13,7 +13,7 @@ run cut off still brings back what finished):
                row (the ratio that decides lossless speedup), head step, decoder, then marspec
                and the official PyTorch code at the same settings (num_iter 64, 100 steps).
 
-Run by scripts/gpu_bench.sh (`bash scripts/gpu_bench.sh stages ...`), which sets up the CUDA
+Run by scripts/gpu/gpu_bench.sh (`bash scripts/gpu/gpu_bench.sh stages ...`), which sets up the CUDA
 runtime and the binary first; `--tiny` runs the same on the CPU at tiny sizes (a check that it
 runs, not a GPU number). Every measurement is one line of OUT/results.jsonl keyed by what it
 measured; a rerun skips those, so a cut run goes on where it stopped. OUT/gpu-stages.md is
@@ -36,10 +36,11 @@ import urllib.request
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from gpu_bench import device_name, load_results, official_command  # noqa: E402
-from pngfile import read_png  # noqa: E402
+SCRIPTS = os.path.dirname(HERE)
+ROOT = os.path.dirname(SCRIPTS)
+sys.path.insert(0, SCRIPTS)  # scripts/, for `from lib import ...`
+from gpu.gpu_bench import device_name, load_results, official_command  # noqa: E402
+from lib.pngfile import read_png  # noqa: E402
 
 # Stated before any GPU ran: the same seed on CUDA and on the CPU must give, per image, a mean
 # |difference| of at most 1 grey level (of 255) and 99.9% of pixels within 4 levels. The draws
@@ -253,7 +254,7 @@ class Run:
             time.sleep(2)
         if os.path.exists(os.path.join(pack, "manifest.json")) and (os.path.exists(pack + ".done") or a.tiny):
             return pack
-        cmd = [a.python, os.path.join(HERE, "make_random_packs.py"), "--models", a.random_model,
+        cmd = [a.python, os.path.join(SCRIPTS, "packs", "make_random_packs.py"), "--models", a.random_model,
                "--vae", "test_tiny" if a.tiny else "kl16", "--out", a.packs, "--checkpoint"]
         print("gpu_stages: " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
         if subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, PYTHONWARNINGS="ignore")).returncode != 0:
@@ -268,7 +269,7 @@ class Run:
         a = self.args
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
         L = [f"### GPU stages: {device_name(self.args.device)}", "",
-             f"`bash scripts/gpu_bench.sh stages {' '.join(a.passed)}` at commit {commit or '?'}, device `{a.device}`, "
+             f"`bash scripts/gpu/gpu_bench.sh stages {' '.join(a.passed)}` at commit {commit or '?'}, device `{a.device}`, "
              f"{datetime.date.today().isoformat()}.", ""]
         if a.tiny:
             L += ["**Tiny sizes on the CPU** (`--tiny`): checks that the script runs end to end; not a GPU number.", ""]
@@ -427,7 +428,7 @@ def main():
     args.batch1_images = 2 if args.tiny else 4
     args.random_model = "test_small" if args.tiny else "mar_base"
     if not os.path.exists(args.bin):
-        sys.exit(f"gpu_stages: {args.bin} not found: build it with `go build -o bin/marspec ./cmd/marspec` (scripts/gpu_bench.sh does)")
+        sys.exit(f"gpu_stages: {args.bin} not found: build it with `go build -o bin/marspec ./cmd/marspec` (scripts/gpu/gpu_bench.sh does)")
     run = Run(args)
     if args.device != "cpu":
         # one small image first: a runtime that cannot start on the device (a missing library,

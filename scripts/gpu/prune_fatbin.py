@@ -3,7 +3,7 @@ library compresses to a fraction of its size (setup_ort.sh --gpu-parts --arch 90
 CUDA provider goes from 190 MB of gzip parts to 46 MB of xz, which fits the two calls a lent GPU
 machine's 64 MiB transfers allow).
 
-  python3 scripts/prune_fatbin.py IN.so OUT.so --keep-arch 90
+  python3 scripts/gpu/prune_fatbin.py IN.so OUT.so --keep-arch 90
 
 The file keeps its size and layout: only the payloads of the other architectures' entries in the
 .nv_fatbin section become zeros; their headers stay, so the CUDA driver still reads the table and

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from marmodel import MAR
+from lib.marmodel import MAR
 
 # Geometry shared by the official ImageNet-256 models: 256x256 images, a VAE of stride 16 with
 # 16 latent channels, patch size 1 -> a 16x16 grid of 16-dim tokens, 64 buffer slots holding
@@ -23,12 +23,12 @@ MAR_PRESETS = {
     "mar_base": dict(_IMAGENET, width=768, depth=12, heads=12, head_width=1024, head_depth=6),
     "mar_large": dict(_IMAGENET, width=1024, depth=16, heads=16, head_width=1280, head_depth=8),
     "mar_huge": dict(_IMAGENET, width=1280, depth=20, heads=16, head_width=1536, head_depth=12),
-    # Test size (scripts/test_export_mar.py): same structure, 4x4 grid with patch size 2 (so
+    # Test size (scripts/tests/test_export_mar.py): same structure, 4x4 grid with patch size 2 (so
     # unpatchify is exercised), 4 classes, tiny widths.
     "test_tiny": dict(img_size=32, vae_stride=4, patch_size=2, vae_embed_dim=4, buffer_size=4, class_num=4,
                       width=32, depth=1, heads=2, head_width=32, head_depth=2),
     # The same geometry a little larger: the tiny target beside test_tiny as its draft
-    # (scripts/gpu_bench.sh --tiny runs the whole benchmark with these on a CPU).
+    # (scripts/gpu/gpu_bench.sh --tiny runs the whole benchmark with these on a CPU).
     "test_small": dict(img_size=32, vae_stride=4, patch_size=2, vae_embed_dim=4, buffer_size=4, class_num=4,
                        width=64, depth=2, heads=4, head_width=64, head_depth=3),
     # A draft for mar_base: its token layout (16x16 grid of 16-dim tokens, 1000 classes, the
@@ -37,7 +37,7 @@ MAR_PRESETS = {
     # image size (docs/BENCHMARKS.md, "Real size (CPU): MAR-B through serve").
     "mar_draft_small": dict(_IMAGENET, width=128, depth=2, heads=4, head_width=128, head_depth=2),
     # The same token layout again at a few MB per pack, for the service test that runs
-    # serve -> POST -> 256x256 colour PNG in CI (scripts/fullsize_serve_test.go) with the
+    # serve -> POST -> 256x256 colour PNG in CI (scripts/tests/fullsize_serve_test.go) with the
     # ci_kl16 decoder below; ci_draft is its draft.
     "ci_target": dict(_IMAGENET, buffer_size=4, width=32, depth=1, heads=2, head_width=32, head_depth=2),
     "ci_draft": dict(_IMAGENET, buffer_size=4, width=16, depth=1, heads=1, head_width=16, head_depth=1),

@@ -5,12 +5,12 @@
 # (found by command line at stop time, so a replica or versitygw restarted by hand goes too,
 # and a recorded pid that has exited, or been reused, is never signalled) and removes it.
 #
-# usage: bash scripts/cluster.sh start|stop     (make cluster / make cluster-stop)
+# usage: bash scripts/ops/cluster.sh start|stop     (make cluster / make cluster-stop)
 # needs: PostgreSQL's programs (Debian: apt-get install postgresql), go (versitygw is
 # installed with go install when missing), bin/marspec (make build)
 # ports: CLUSTER_PG_PORT (55432), CLUSTER_S3_PORT (7070); replicas 8081, 8082
 set -euo pipefail
-repo="$(cd "$(dirname "$0")/.." && pwd)"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
 state="$repo/out/cluster.dir" # holds the path of the running cluster's folder
 pg_port="${CLUSTER_PG_PORT:-55432}"
 s3_port="${CLUSTER_S3_PORT:-7070}"
@@ -83,7 +83,7 @@ start() {
   chmod 755 "$dir"
   mkdir -p "$repo/out" && echo "$dir" > "$state"
   mkdir -p "$dir/s3"
-  bash "$repo/scripts/pgtmp.sh" start "$dir/pg" "$pg_port"
+  bash "$repo/scripts/ops/pgtmp.sh" start "$dir/pg" "$pg_port"
   "$gw" --access marspec --secret marspecsecret --port "127.0.0.1:$s3_port" posix "$dir/s3" >"$dir/versitygw.log" 2>&1 &
   wait_for "versitygw" "$dir/versitygw.log" bash -c "exec 3<>/dev/tcp/127.0.0.1/$s3_port"
   local store="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
@@ -117,7 +117,7 @@ stop() {
     [ -z "$left" ] && break
     sleep 0.2
   done
-  [ -d "$dir/pg" ] && bash "$repo/scripts/pgtmp.sh" stop "$dir/pg"
+  [ -d "$dir/pg" ] && bash "$repo/scripts/ops/pgtmp.sh" stop "$dir/pg"
   for pid in $(on_folder); do
     echo "cluster: pid $pid did not stop; killing it: $(cmdline "$pid")" >&2
     kill -9 "$pid" 2>/dev/null || true

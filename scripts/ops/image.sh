@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The container image: build it, and prove the server, the CLI and a replica pair from it.
 #
-#   bash scripts/image.sh build      build marspec:TAG and marspec:latest (make image)
-#   bash scripts/image.sh check      build, then run the checks below (make image-check; CI)
-#   bash scripts/image.sh push REGISTRY   tag the built image REGISTRY/marspec:TAG and :latest and
-#                                         push both (TAG: `git describe --tags --always --dirty`)
+#   bash scripts/ops/image.sh build      build marspec:TAG and marspec:latest (make image)
+#   bash scripts/ops/image.sh check      build, then run the checks below (make image-check; CI)
+#   bash scripts/ops/image.sh push REGISTRY   tag the built image REGISTRY/marspec:TAG and :latest and
+#                                             push both (TAG: `git describe --tags --always --dirty`)
 #
 # Engine: docker when its daemon answers, else podman (with runc, and rlimits this machine's
 # podman accepts). Bases: the Dockerfile's public defaults when they can be pulled; else local
@@ -20,7 +20,7 @@
 # either. Needs for `check`: PostgreSQL (MARSPEC_TEST_POSTGRES, else 127.0.0.1:5432 as
 # postgres) and versitygw (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mode=${1:-build}
 case "$mode" in build | check | push) ;; *) echo "image.sh: unknown mode $mode (allowed: build, check, push)" >&2; exit 2 ;; esac
 

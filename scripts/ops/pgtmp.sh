@@ -3,7 +3,7 @@
 # with its socket in DIR; `stop DIR` ends it. initdb and postgres refuse to run as root, so
 # as root they run as the postgres user (which the Debian package creates).
 #
-# usage: bash scripts/pgtmp.sh start DIR PORT | stop DIR
+# usage: bash scripts/ops/pgtmp.sh start DIR PORT | stop DIR
 set -euo pipefail
 
 pgbin() { # the newest installed PostgreSQL's programs (Debian keeps them out of PATH)

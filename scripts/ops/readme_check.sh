@@ -5,9 +5,9 @@
 # frontier at N = 2,000) run with the same flags at reduced size, and the time of each is
 # printed, so the README's "how long" figures can be checked against this machine.
 #
-# usage: bash scripts/readme_check.sh   (after make build; make demo runs first)
+# usage: bash scripts/ops/readme_check.sh   (after make build; make demo runs first)
 set -euo pipefail
-repo="$(cd "$(dirname "$0")/.." && pwd)"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="$repo/bin/marspec"
 cd "$repo"
 

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Fetch ONNX Runtime's shared library into third_party/ (git-ignored).
 #
-#   bash scripts/setup_ort.sh                 CPU build (what `make setup` runs)
-#   bash scripts/setup_ort.sh --gpu           GPU build: ORT core + CUDA provider (docs/gpu.md)
-#   bash scripts/setup_ort.sh --gpu-parts     the GPU build as parts of at most 40 MiB, for a
-#                                             machine that cannot reach npm (docs/gpu.md)
-#   bash scripts/setup_ort.sh --gpu-parts --arch 90 [--part-mib N]
-#                                             the same for one GPU architecture only (sm_90: H100,
-#                                             H200): the other architectures' code zeroed
-#                                             (scripts/prune_fatbin.py) and xz: 46 MB in all
-#   bash scripts/setup_ort.sh --gpu-from-parts   rebuild the GPU build from those parts
+#   bash scripts/ops/setup_ort.sh                 CPU build (what `make setup` runs)
+#   bash scripts/ops/setup_ort.sh --gpu           GPU build: ORT core + CUDA provider (docs/gpu.md)
+#   bash scripts/ops/setup_ort.sh --gpu-parts     the GPU build as parts of at most 40 MiB, for a
+#                                                 machine that cannot reach npm (docs/gpu.md)
+#   bash scripts/ops/setup_ort.sh --gpu-parts --arch 90 [--part-mib N]
+#                                                 the same for one GPU architecture only (sm_90: H100,
+#                                                 H200): the other architectures' code zeroed
+#                                                 (scripts/gpu/prune_fatbin.py) and xz: 46 MB in all
+#   bash scripts/ops/setup_ort.sh --gpu-from-parts   rebuild the GPU build from those parts
 #
 # CPU: the npm registry's onnxruntime-node package (ORT $VERSION, what onnxruntime_go v1.27.0
 # is built against). GPU: the core from onnxruntime-node@$GPU_CORE_VERSION (ORT 1.29, built with
@@ -23,7 +23,7 @@ set -euo pipefail
 VERSION=1.24.1
 GPU_VERSION=0.4.9
 GPU_CORE_VERSION=1.29.0
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mode=${1:-cpu}
 arch=""
 part_mib=40
@@ -112,7 +112,7 @@ cpu)
     stage=$(mktemp -d)
     mkdir "$stage/onnxruntime-gpu"
     cp "$gpu_dir/libonnxruntime.so" "$gpu_dir/libonnxruntime_providers_shared.so" "$stage/onnxruntime-gpu/"
-    "$python" scripts/prune_fatbin.py "$gpu_dir/libonnxruntime_providers_cuda.so" "$stage/onnxruntime-gpu/libonnxruntime_providers_cuda.so" --keep-arch "$arch"
+    "$python" scripts/gpu/prune_fatbin.py "$gpu_dir/libonnxruntime_providers_cuda.so" "$stage/onnxruntime-gpu/libonnxruntime_providers_cuda.so" --keep-arch "$arch"
     chmod +x "$stage/onnxruntime-gpu/"*.so
     tar -C "$stage" -cf - onnxruntime-gpu | xz -9 -T0 | split -b "${part_mib}m" -d -a 2 - "$parts_dir/part-"
     rm -rf "$stage"

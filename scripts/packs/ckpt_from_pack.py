@@ -1,6 +1,6 @@
 """Rebuild a PyTorch MAR checkpoint from a pack's ONNX graphs, for packs whose checkpoint is gone.
 
-  /usr/bin/python3 scripts/ckpt_from_pack.py --pack models/target \
+  /usr/bin/python3 scripts/packs/ckpt_from_pack.py --pack models/target \
       --out runs/target-rebuilt/checkpoint-last.pth [--fixture mar/testdata/parity_target.json]
 
 The transformer graph keeps most parameters under their names (prefix `mar.`), but torch.onnx
@@ -20,8 +20,9 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-import mar_official as mo
-from marmodel import MAR
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib import mar_official as mo
+from lib.marmodel import MAR
 
 
 def initializers(g):
@@ -76,10 +77,10 @@ def rebuild(pack):
     with open(os.path.join(pack, "manifest.json")) as f:
         manifest = json.load(f)
     tr = manifest["training"]
-    if "architecture" in tr:  # a pack of an official size (scripts/export_mar.py)
+    if "architecture" in tr:  # a pack of an official size (scripts/packs/export_mar.py)
         cfg = tr["architecture"]
         model = mo.build_mar(cfg)
-    else:  # a pack trained here (scripts/export.py)
+    else:  # a pack trained here (scripts/packs/export.py)
         cfg = tr["config"]
         model = MAR(seq_len=manifest["grid"]["height"] * manifest["grid"]["width"],
                     token_dim=manifest["token_dim"], buffer_size=manifest["buffer_size"],
@@ -121,7 +122,7 @@ def write_parity(model, path, seed=0):
     """The rebuilt model's transformer z and head output on random inputs (rows with different
     numbers of known tokens, one with the class dropped), in the parity fixture's layout, for a
     Go test to compare with the pack's graphs under ONNX Runtime (a pack without a fixture of
-    its own: scripts/distill_head_pack_test.go)."""
+    its own: scripts/tests/distill_head_pack_test.go)."""
     gen = torch.Generator().manual_seed(seed)
     b, L, D = 2, model.seq_len, model.token_dim
     W = model.class_emb.weight.shape[1]

@@ -2,7 +2,7 @@
 (marmodel.MAR.forward_compact: the encoder over the known tokens only, as MAR's sampler does),
 keeping every other file of the pack.
 
-  /usr/bin/python3 scripts/compact_transformer.py --pack models/target --fixture mar/testdata/parity_target.json
+  /usr/bin/python3 scripts/packs/compact_transformer.py --pack models/target --fixture mar/testdata/parity_target.json
 
 --path masked-keys exports the earlier graph instead (every token through the encoder, the
 unknown ones hidden as attention keys), which the test compares the compact one against.
@@ -11,15 +11,17 @@ The weights come from the pack's own graphs (ckpt_from_pack.rebuild, checked aga
 fixture when one is given), so no checkpoint is needed. The new graph has the same inputs and
 outputs; its z equals the masked-key graph's up to summation order (checked here on rows that
 know different numbers of tokens, 1e-5). Packs with an int8 variant of the transformer must be
-quantised again afterwards (scripts/quantize_pack.py).
+quantised again afterwards (scripts/packs/quantize_pack.py).
 """
 import argparse
 import os
+import sys
 
 import torch
 
-from ckpt_from_pack import rebuild, verify
-from graphs import TransformerGraph
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from packs.ckpt_from_pack import rebuild, verify
+from lib.graphs import TransformerGraph
 
 
 def main():

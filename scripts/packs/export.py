@@ -1,18 +1,20 @@
 """Export a MAR-style checkpoint (EMA weights) to a marspec model pack.
 
-  /usr/bin/python3 scripts/export.py --ckpt runs/target/checkpoint-last.pth --name fmnist-target \
+  /usr/bin/python3 scripts/packs/export.py --ckpt runs/target/checkpoint-last.pth --name fmnist-target \
       --out models/target [--sampling-steps 50]
 Writes manifest.json, transformer.onnx and head.onnx (format: docs/model-pack.md).
 """
 import argparse
 import json
 import os
+import sys
 
 import torch
 
-import fmnist
-from graphs import HeadGraph, TransformerGraph
-from marmodel import MAR
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib import fmnist
+from lib.graphs import HeadGraph, TransformerGraph
+from lib.marmodel import MAR
 
 
 def training_data(args):

@@ -1,7 +1,7 @@
 """Export the FID Inception-v3 (the 2015-12-05 TensorFlow weights) as a marspec evaluator pack.
 
-  /usr/bin/python3 scripts/export_inception.py --weights pt_inception-2015-12-05-6726825d.pth --out evaluators/inception
-  /usr/bin/python3 scripts/export_inception.py --random --seed 1 --out /tmp/inception   # tests only
+  /usr/bin/python3 scripts/packs/export_inception.py --weights pt_inception-2015-12-05-6726825d.pth --out evaluators/inception
+  /usr/bin/python3 scripts/packs/export_inception.py --random --seed 1 --out /tmp/inception   # tests only
 
 The network is the one FID and IS are reported with: Inception-v3 as TensorFlow's 2015-12-05
 graph has it, laid out the way the common PyTorch FID ports do (pytorch-fid's

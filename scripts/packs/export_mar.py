@@ -1,6 +1,6 @@
 """Export an official MAR checkpoint and MAR's KL-16 VAE to a marspec model pack.
 
-  /usr/bin/python3 scripts/export_mar.py --ckpt pretrained/mar_huge/checkpoint-last.pth \
+  /usr/bin/python3 scripts/packs/export_mar.py --ckpt pretrained/mar_huge/checkpoint-last.pth \
       --model mar_huge --vae pretrained/vae/kl16.ckpt --out packs/mar-huge \
       [--weights model_ema|model] [--class-names names.txt|torchvision] [--sampling-steps 100] \
       [--settings-of mar_base|mar_large|mar_huge|none]
@@ -21,8 +21,9 @@ import tempfile
 
 import torch
 
-from graphs import HeadGraph, TransformerGraph, onnx_export
-import mar_official as mo
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib.graphs import HeadGraph, TransformerGraph, onnx_export
+from lib import mar_official as mo
 
 
 def load_mar(path, preset, weights):

@@ -1,6 +1,6 @@
 """Build head_loop.onnx: a pack's whole reverse diffusion as one ONNX call.
 
-  /usr/bin/python3 scripts/fuse_head.py models/target [models/draft ...]
+  /usr/bin/python3 scripts/packs/fuse_head.py models/target [models/draft ...]
 
 Reads PACK/head.onnx, writes PACK/head_loop.onnx and adds the optional "head_loop" entry to
 PACK/manifest.json (docs/model-pack.md has the graph's inputs and outputs). The graph is an

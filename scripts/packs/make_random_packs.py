@@ -1,12 +1,12 @@
 """Random-weight packs of the official MAR architectures, for timing only (never committed).
 
-  /usr/bin/python3 scripts/make_random_packs.py --models mar_base,mar_huge --out out/packs
-  /usr/bin/python3 scripts/make_random_packs.py --models test_tiny,test_small --vae test_tiny --out out/packs
-  /usr/bin/python3 scripts/make_random_packs.py --models mar_draft_small --out out/packs      # a draft for mar_base
-  /usr/bin/python3 scripts/make_random_packs.py --models ci_target,ci_draft --vae ci_kl16 --out DIR   # MAR-B's layout, a few MB
-  /usr/bin/python3 scripts/make_random_packs.py --models ci_target --vae ci_kl16 --settings-of mar_huge --out DIR  # with MAR-H's settings
+  /usr/bin/python3 scripts/packs/make_random_packs.py --models mar_base,mar_huge --out out/packs
+  /usr/bin/python3 scripts/packs/make_random_packs.py --models test_tiny,test_small --vae test_tiny --out out/packs
+  /usr/bin/python3 scripts/packs/make_random_packs.py --models mar_draft_small --out out/packs      # a draft for mar_base
+  /usr/bin/python3 scripts/packs/make_random_packs.py --models ci_target,ci_draft --vae ci_kl16 --out DIR   # MAR-B's layout, a few MB
+  /usr/bin/python3 scripts/packs/make_random_packs.py --models ci_target --vae ci_kl16 --settings-of mar_huge --out DIR  # with MAR-H's settings
 
-Each pack is what scripts/export_mar.py makes from a real checkpoint (transformer, head,
+Each pack is what scripts/packs/export_mar.py makes from a real checkpoint (transformer, head,
 KL-16 VAE decoder, 1000 placeholder class names), with random weights: the compute per pass is
 the real one, the images and the draft's acceptance are not. Packs land in OUT/<model>
 (`out/` is git-ignored); an existing pack is kept unless --force.
@@ -19,8 +19,9 @@ import time
 
 import torch
 
-import export_mar
-import mar_official as mo
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from packs import export_mar
+from lib import mar_official as mo
 
 
 # packs of MAR-B's token layout that are not MAR-B carry MAR-B's published settings
@@ -67,14 +68,14 @@ def make(model_name, vae_name, out, seed, steps, force, checkpoint=False, settin
             if p.dim() >= 2:
                 p.copy_(torch.randn(p.shape, generator=gen) * (1.0 / p[0].numel()) ** 0.5)
     names = [f"class_{i:03d}" for i in range(cfg["class_num"])]
-    record = {"checkpoint": "random weights (scripts/make_random_packs.py)", "weights": "random", "model": model_name,
+    record = {"checkpoint": "random weights (scripts/packs/make_random_packs.py)", "weights": "random", "model": model_name,
               "vae": "random weights", "vae_config": vae_name, "seed": seed}
     # the sizes MAR published get their settings; packs of MAR-B's token layout (the CI packs,
     # the small draft) get MAR-B's, saying so; the test sizes (16 tokens) none
     size = settings_of or (model_name if model_name in export_mar.PUBLISHED else SETTINGS_OF.get(model_name))
     settings = None
     if size:
-        note = "; random weights (scripts/make_random_packs.py)" + ("" if size == model_name else f", {model_name} in {size}'s token layout")
+        note = "; random weights (scripts/packs/make_random_packs.py)" + ("" if size == model_name else f", {model_name} in {size}'s token layout")
         settings = export_mar.published_settings(size, mo.grid_size(cfg) ** 2, note)
     m = export_mar.export(model, cfg, vae, dest, f"{model_name.replace('_', '-')}-random", steps, names, "placeholder", record,
                           settings=settings)

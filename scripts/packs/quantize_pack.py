@@ -1,6 +1,6 @@
 """Add int8 variants of a pack's transformer and head graphs (docs/model-pack.md, "precisions").
 
-  /usr/bin/python3 scripts/quantize_pack.py PACK [--out DIR] [--min-dim 64] [--keep REGEX]
+  /usr/bin/python3 scripts/packs/quantize_pack.py PACK [--out DIR] [--min-dim 64] [--keep REGEX]
 
 Without --out the variants are written into PACK; with --out, PACK is copied to DIR first
 (DIR must not exist) and PACK is left alone. For transformer.onnx, head.onnx and the fused

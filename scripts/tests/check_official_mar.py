@@ -1,8 +1,8 @@
-"""Checks scripts/mar_official.py against the official MAR code: same parameter names (strict
+"""Checks scripts/lib/mar_official.py against the official MAR code: same parameter names (strict
 loading both ways) and the same outputs on the same weights, for the transformer (encoder that
 drops the known-token mask, decoder), the diffusion head and the VAE decoder.
 
-  /usr/bin/python3 scripts/check_official_mar.py --code /path/to/mar [--model test_small]
+  /usr/bin/python3 scripts/tests/check_official_mar.py --code /path/to/mar [--model test_small]
 
 --code is a copy of github.com/LTH14/mar (fetched by hand, never committed). Runs on the CPU in
 seconds at the test sizes (about a minute for mar_base with --vae-config kl16); timm and tqdm stand-ins as in official_mar_bench.py. Exits non-zero
@@ -14,10 +14,11 @@ import sys
 
 import torch
 
-import mar_official as mo
-from official_mar_bench import install_stand_ins, official_class
-from make_random_packs import randomise as randomise_scaled
-from test_export_mar import randomise
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib import mar_official as mo
+from bench.official_mar_bench import install_stand_ins, official_class
+from packs.make_random_packs import randomise as randomise_scaled
+from tests.test_export_mar import randomise
 
 
 def main():

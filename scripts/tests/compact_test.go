@@ -1,4 +1,4 @@
-package scripts
+package tests
 
 import (
 	"math"
@@ -24,11 +24,11 @@ func TestCompactTransformerEqualsMaskedKeys(t *testing.T) {
 	dirs := map[string]string{}
 	for _, path := range []string{"compact", "masked-keys"} {
 		dir := filepath.Join(t.TempDir(), "target")
-		if out, err := exec.Command("cp", "-r", filepath.Join("..", "models", "target"), dir).CombinedOutput(); err != nil {
+		if out, err := exec.Command("cp", "-r", filepath.Join(repoRoot, "models", "target"), dir).CombinedOutput(); err != nil {
 			t.Fatalf("copy: %v\n%s", err, out)
 		}
-		cmd := exec.Command(python, "compact_transformer.py", "--pack", dir, "--path", path,
-			"--fixture", filepath.Join("..", "mar", "testdata", "parity_target.json"))
+		cmd := exec.Command(python, tool("packs", "compact_transformer.py"), "--pack", dir, "--path", path,
+			"--fixture", filepath.Join(repoRoot, "mar", "testdata", "parity_target.json"))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("compact_transformer.py --path %s: %v\n%s", path, err, out)
 		}

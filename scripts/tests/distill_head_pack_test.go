@@ -1,4 +1,4 @@
-package scripts
+package tests
 
 import (
 	"encoding/json"
@@ -29,7 +29,7 @@ func TestDistillHeadAnyPack(t *testing.T) {
 	lib := ortLib(t)
 	packs := t.TempDir()
 	env := append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
-	cmd := exec.Command(python, "make_random_packs.py", "--models", "ci_target", "--vae", "ci_kl16", "--out", packs)
+	cmd := exec.Command(python, tool("packs", "make_random_packs.py"), "--models", "ci_target", "--vae", "ci_kl16", "--out", packs)
 	cmd.Env = env
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make_random_packs.py: %v\n%s", err, out)
@@ -40,7 +40,7 @@ func TestDistillHeadAnyPack(t *testing.T) {
 	checkRebuiltTeacher(t, lib, env, orig)
 
 	run := t.TempDir()
-	cmd = exec.Command(python, "distill_head.py", "--pack", pack, "--out", run, "--max-steps", "10",
+	cmd = exec.Command(python, tool("train", "distill_head.py"), "--pack", pack, "--out", run, "--max-steps", "10",
 		"--minutes", "2", "--width", "32", "--depth", "1", "--pool", "8", "--gen-iter", "4",
 		"--gen-fresh", "2", "--gen-batch", "2", "--images", "4", "--per-image", "16", "--batch", "32", "--heldout", "64",
 		"--log-every", "5")
@@ -85,7 +85,7 @@ func TestDistillHeadAnyPack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd = exec.Command(python, "distill_head.py", "--export-only", "--ckpt", filepath.Join(run, "student-last.pth"), "--pack", pack)
+	cmd = exec.Command(python, tool("train", "distill_head.py"), "--export-only", "--ckpt", filepath.Join(run, "student-last.pth"), "--pack", pack)
 	cmd.Env = env
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "--replace") {
 		t.Errorf("a second export without --replace: err %v, output %s; want a refusal naming --replace", err, out)
@@ -120,7 +120,7 @@ func TestDistillHeadAnyPack(t *testing.T) {
 func checkRebuiltTeacher(t *testing.T, lib string, env []string, pack string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "parity.json")
-	cmd := exec.Command(python, "ckpt_from_pack.py", "--pack", pack, "--write-parity", path)
+	cmd := exec.Command(python, tool("packs", "ckpt_from_pack.py"), "--pack", pack, "--write-parity", path)
 	cmd.Env = env
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ckpt_from_pack.py --write-parity: %v\n%s", err, out)

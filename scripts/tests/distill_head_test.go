@@ -1,4 +1,4 @@
-package scripts
+package tests
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 	"marspec/onnxrt"
 )
 
-// The distilled head's export at toy size: scripts/test_distill_head.py checks the teacher and
+// The distilled head's export at toy size: scripts/tests/test_distill_head.py checks the teacher and
 // the student's parametrisation in PyTorch, then writes a random student's graph, its manifest
 // entry and PyTorch's outputs on fixed inputs. Here ONNX Runtime runs the graph through
 // mar.NewONNXDistilledHead (one call: x0 within 1e-4) and through mar.Denoiser's K-step

@@ -1,4 +1,4 @@
-package scripts
+package tests
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"marspec/onnxrt"
 )
 
-// The early-exit export at toy size: scripts/test_early_exit.py checks the split in PyTorch and
+// The early-exit export at toy size: scripts/tests/test_early_exit.py checks the split in PyTorch and
 // writes both graphs with PyTorch's outputs on fixed inputs; here ONNX Runtime runs the graphs
 // through mar.ONNXEarlyExit (the loader sampling uses) and must give the same z_exit,
 // exit_logvar, hidden and, from that hidden, the same z (1e-4).

@@ -1,8 +1,9 @@
-// Package scripts holds the Go side of the Python export round trip: the official MAR
-// architecture at toy size with random weights is exported by scripts/export_mar.py, its ONNX
-// graphs are checked against PyTorch through the ONNX Runtime marspec uses, and the pack is run
-// end to end by `marspec generate` (VAE decoder included).
-package scripts
+// Package tests holds the Go side of the Python tools' checks (scripts/README.md). The first is
+// the export round trip: the official MAR architecture at toy size with random weights is
+// exported by scripts/packs/export_mar.py, its ONNX graphs are checked against PyTorch through
+// the ONNX Runtime marspec uses, and the pack is run end to end by `marspec generate` (VAE
+// decoder included).
+package tests
 
 import (
 	"encoding/json"
@@ -19,6 +20,16 @@ import (
 )
 
 const python = "/usr/bin/python3"
+
+// The tests run in scripts/tests: the Python fixtures they run (test_*.py) are beside them, the
+// tools in the folders of scripts/, and the repository's root two folders up.
+const (
+	scriptsDir = ".."
+	repoRoot   = "../.."
+)
+
+// tool is the path of a Python tool in scripts/FOLDER.
+func tool(folder, name string) string { return filepath.Join(scriptsDir, folder, name) }
 
 // tolerance is the largest absolute difference allowed between PyTorch and ONNX Runtime.
 const tolerance = 1e-4
@@ -49,7 +60,7 @@ func ortLib(t *testing.T) string {
 	if env := os.Getenv("MARSPEC_ORT_LIB"); env != "" {
 		return env
 	}
-	lib, err := filepath.Abs(filepath.Join("..", onnxrt.DefaultLib))
+	lib, err := filepath.Abs(filepath.Join(repoRoot, onnxrt.DefaultLib))
 	if err != nil {
 		t.Fatal(err)
 	}

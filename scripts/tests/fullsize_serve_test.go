@@ -1,4 +1,4 @@
-package scripts
+package tests
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func TestFullSizeThroughServe(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
 	packs := t.TempDir()
-	cmd := exec.Command(python, "make_random_packs.py", "--models", "ci_target,ci_draft", "--vae", "ci_kl16", "--out", packs)
+	cmd := exec.Command(python, tool("packs", "make_random_packs.py"), "--models", "ci_target,ci_draft", "--vae", "ci_kl16", "--out", packs)
 	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make_random_packs.py failed: %v\n%s", err, out)

@@ -1,4 +1,4 @@
-package scripts
+package tests
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ func TestGPUBenchTiny(t *testing.T) {
 	bin := buildMarspec(t)
 	out := filepath.Join(dir, "bench")
 	run := func() string {
-		return runTinyDriver(t, lib, "gpu_bench.py", "--bin", bin, "--out", out, "--packs", filepath.Join(dir, "packs"),
+		return runTinyDriver(t, lib, tool("gpu", "gpu_bench.py"), "--bin", bin, "--out", out, "--packs", filepath.Join(dir, "packs"),
 			"--pairs", "random", "--batches", "2", "--num-iters", "0,4", "--gammas", "4")
 	}
 	run()
@@ -89,7 +89,7 @@ func readResults(t *testing.T, path string) map[string]float64 {
 func TestGPUBenchDrafters(t *testing.T) {
 	needTorch(t)
 	dir := t.TempDir()
-	raw, err := os.ReadFile(filepath.Join("..", "models", "target", "manifest.json"))
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "models", "target", "manifest.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestGPUBenchDrafters(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), plain, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	script := "import sys, gpu_bench\nfor p in sys.argv[1:]: print(','.join(d[0] for d in gpu_bench.Bench.drafters(p, 'draft')))"
+	script := "import sys\nsys.path.insert(0, \"" + scriptsDir + "\")\nfrom gpu import gpu_bench\nfor p in sys.argv[1:]: print(','.join(d[0] for d in gpu_bench.Bench.drafters(p, 'draft')))"
 	out, err := exec.Command(python, "-c", script, "target", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

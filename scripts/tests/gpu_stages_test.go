@@ -1,4 +1,4 @@
-package scripts
+package tests
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 )
 
 // The fat-binary pruner that makes the GPU runtime fit two transfers, on a small ELF file with
-// two architectures (scripts/test_prune_fatbin.py says what it checks).
+// two architectures (scripts/tests/test_prune_fatbin.py says what it checks).
 func TestPruneFatbin(t *testing.T) {
 	if out, err := exec.Command(python, "test_prune_fatbin.py").CombinedOutput(); err != nil || !strings.Contains(string(out), "OK") {
 		t.Fatalf("test_prune_fatbin.py: %v\n%s", err, out)
@@ -28,7 +28,7 @@ func TestGPUStagesTiny(t *testing.T) {
 	bin := buildMarspec(t)
 	out := filepath.Join(dir, "stages")
 	run := func() string {
-		return runTinyDriver(t, lib, "gpu_stages.py", "--bin", bin, "--out", out, "--packs", filepath.Join(dir, "packs"),
+		return runTinyDriver(t, lib, tool("gpu", "gpu_stages.py"), "--bin", bin, "--out", out, "--packs", filepath.Join(dir, "packs"),
 			"--stages", "parity,fullsize")
 	}
 	run()

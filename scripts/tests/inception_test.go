@@ -1,4 +1,4 @@
-package scripts
+package tests
 
 import (
 	"encoding/json"
@@ -17,7 +17,7 @@ import (
 	"marspec/onnxrt"
 )
 
-// The standard evaluator with random weights (scripts/test_export_inception.py makes the
+// The standard evaluator with random weights (scripts/tests/test_export_inception.py makes the
 // fixtures): its ONNX graph against PyTorch, marspec's TF1 resize against NumPy's, folders of
 // 256x256 (and other) PNGs end to end, ADM's reference layouts, and FID against NumPy.
 func TestInceptionEvaluator(t *testing.T) {

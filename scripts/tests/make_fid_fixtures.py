@@ -1,12 +1,14 @@
 """Reference FID / IS values computed with NumPy and SciPy for the Go tests (fid/testdata).
 
-  /usr/bin/python3 scripts/make_fid_fixtures.py
+  /usr/bin/python3 scripts/tests/make_fid_fixtures.py
 """
 import json
+import os
 
 import numpy as np
 from scipy import linalg
 
+TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fid", "testdata")
 rng = np.random.default_rng(42)
 d = 6
 a = rng.normal(size=(300, d)) @ rng.normal(size=(d, d)) + rng.normal(size=d)
@@ -42,7 +44,7 @@ probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
 is_mean, is_std = inception_score(probs)
 out = dict(a=a.tolist(), b=b.tolist(), mu1=mu1.tolist(), sigma1=s1.tolist(), mu2=mu2.tolist(), sigma2=s2.tolist(),
            fid=fid(mu1, s1, mu2, s2), probs=probs.tolist(), is_mean=is_mean, is_std=is_std)
-with open("../fid/testdata/scipy_reference.json", "w") as f:
+with open(os.path.join(TESTDATA, "scipy_reference.json"), "w") as f:
     json.dump(out, f)
-np.savez("../fid/testdata/stats_numpy.npz", mu=mu1, sigma=s1)
+np.savez(os.path.join(TESTDATA, "stats_numpy.npz"), mu=mu1, sigma=s1)
 print(out["fid"], is_mean, is_std)

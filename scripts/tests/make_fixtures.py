@@ -1,17 +1,20 @@
 """Golden fixtures for the Go parity tests, computed in PyTorch from the checkpoint a pack was
 exported from (so they check ONNX export + Go sampler against the training code).
 
-  /usr/bin/python3 scripts/make_fixtures.py --ckpt runs/target/checkpoint-last.pth \
+  /usr/bin/python3 scripts/tests/make_fixtures.py --ckpt runs/target/checkpoint-last.pth \
       --steps 50 --out mar/testdata/parity_target.json
 """
 import argparse
 import json
+import os
+import sys
 
 import torch
 
-from export import load_model
-from mardiff import Diffusion
-from sample import sample_tokens
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from packs.export import load_model
+from lib.mardiff import Diffusion
+from train.sample import sample_tokens
 
 
 def flat(t):

@@ -1,4 +1,4 @@
-package scripts
+package tests
 
 import (
 	"encoding/json"
@@ -36,7 +36,7 @@ func TestProtocolMARRunsTheOfficialArguments(t *testing.T) {
 	packs := t.TempDir()
 	target := map[string]string{}
 	for size := range officialEvalArgs {
-		args := []string{"make_random_packs.py", "--models", "ci_target", "--vae", "ci_kl16", "--out", packs}
+		args := []string{tool("packs", "make_random_packs.py"), "--models", "ci_target", "--vae", "ci_kl16", "--out", packs}
 		if size != "mar_base" { // ci_target carries MAR-B's own
 			args = append(args, "--settings-of", size)
 		}

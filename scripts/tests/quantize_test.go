@@ -1,4 +1,4 @@
-package scripts
+package tests
 
 import (
 	"encoding/json"
@@ -33,7 +33,7 @@ func TestQuantizePack(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
 	pack := filepath.Join(t.TempDir(), "pack")
-	if out, err := exec.Command(python, "quantize_pack.py", filepath.Join("..", "models", "target"), "--out", pack).CombinedOutput(); err != nil {
+	if out, err := exec.Command(python, tool("packs", "quantize_pack.py"), filepath.Join(repoRoot, "models", "target"), "--out", pack).CombinedOutput(); err != nil {
 		t.Fatalf("quantize_pack.py: %v\n%s", err, out)
 	}
 	man, err := mar.LoadManifest(pack)

@@ -1,6 +1,6 @@
 """Checks of the distilled head's export on a random tiny student, in a few seconds, no data.
 
-  /usr/bin/python3 scripts/test_distill_head.py [--out DIR]
+  /usr/bin/python3 scripts/tests/test_distill_head.py [--out DIR]
 
 1. The teacher's ODE records x_T itself as the state at t = 999, and with guidance scale 1 it
    ignores z_uncond (what lets unguided rows pass z twice).
@@ -29,9 +29,9 @@ import tempfile
 import onnx
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import distill_head as dh  # noqa: E402
-from marmodel import MAR  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from train import distill_head as dh  # noqa: E402
+from lib.marmodel import MAR  # noqa: E402
 
 D, W = 16, 32
 

@@ -1,6 +1,6 @@
 """Checks of the early-exit split on a random tiny MAR, in a few seconds, no data needed.
 
-  /usr/bin/python3 scripts/test_early_exit.py [--out DIR]
+  /usr/bin/python3 scripts/tests/test_early_exit.py [--out DIR]
 
 1. The split is exact: exit_rest(hidden after k blocks) equals forward_keep's z within 1e-5,
    for every k, with per-row masks (including a row with nothing known) and dropped classes.
@@ -21,9 +21,9 @@ import tempfile
 import onnx
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import early_exit as ee  # noqa: E402
-from marmodel import MAR  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from train import early_exit as ee  # noqa: E402
+from lib.marmodel import MAR  # noqa: E402
 
 TOL = 1e-5
 

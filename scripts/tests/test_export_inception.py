@@ -1,7 +1,7 @@
-"""Fixtures for the standard evaluator's checks, with random weights (scripts/inception_test.go).
+"""Fixtures for the standard evaluator's checks, with random weights (scripts/tests/inception_test.go).
 
-  /usr/bin/python3 scripts/test_export_inception.py --out DIR
-  /usr/bin/python3 scripts/test_export_inception.py --fid A.npy B.npy
+  /usr/bin/python3 scripts/tests/test_export_inception.py --out DIR
+  /usr/bin/python3 scripts/tests/test_export_inception.py --fid A.npy B.npy
 
 --out checks that --weights loading takes pytorch-fid's names and refuses a file missing a
 tensor, exports a random FID Inception pack to DIR/pack (as export_inception.py --random does)
@@ -20,10 +20,12 @@ singular product is not.
 import argparse
 import json
 import os
+import sys
 
 import numpy as np
 
-from pngfile import write_png
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib.pngfile import write_png
 
 
 def tf1_resize(img, out_h, out_w):
@@ -50,7 +52,7 @@ def check_weights_loading(model, out):
     """--weights reads pytorch-fid's names (with the batch-norm counters and an auxiliary head
     a torchvision-layout file may carry) and refuses a file missing a tensor, naming it."""
     import torch
-    import export_inception as ei
+    from packs import export_inception as ei
 
     state = dict(model.state_dict())
     state["Conv2d_1a_3x3.bn.num_batches_tracked"] = torch.tensor(0)
@@ -74,7 +76,7 @@ def check_weights_loading(model, out):
 
 def fixtures(out):
     import torch
-    import export_inception as ei
+    from packs import export_inception as ei
 
     torch.manual_seed(0)
     torch.set_num_threads(2)

@@ -1,6 +1,6 @@
 """Round trip of the official-architecture export without the real weights.
 
-  /usr/bin/python3 scripts/test_export_mar.py --out DIR
+  /usr/bin/python3 scripts/tests/test_export_mar.py --out DIR
 
 Builds a tiny MAR (preset test_tiny: the official structure at toy sizes, 4 classes, 4x4 grid,
 patch size 2) and a tiny KL-VAE decoder with random weights, saves them in the official
@@ -8,7 +8,7 @@ checkpoint layouts ({"model", "model_ema", "args"} and {"model": AutoencoderKL s
 exports DIR/pack with export_mar.py (and DIR/pack-external, its transformer's weights in
 transformer.onnx.data), checks strict loading refuses broken checkpoints, and
 writes DIR/parity.json: fixed inputs and the PyTorch outputs of the transformer, head and
-decoder, which scripts/export_test.go compares with ONNX Runtime (tolerance 1e-4). No ONNX
+decoder, which scripts/tests/export_test.go compares with ONNX Runtime (tolerance 1e-4). No ONNX
 Runtime for Python exists here, so the ONNX side of the check runs in Go, through the same
 runtime marspec uses.
 """
@@ -20,8 +20,9 @@ import time
 
 import torch
 
-import export_mar
-import mar_official as mo
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from packs import export_mar
+from lib import mar_official as mo
 
 
 def randomise(module, gen, std=0.3):

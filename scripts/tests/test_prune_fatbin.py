@@ -2,10 +2,12 @@
 (cubins for sm_80 and sm_90, one of them compressed-flagged): the other architecture's payloads
 become zeros, the kept ones and every header stay byte for byte, the file keeps its size; PTX or a
 missing architecture is refused. Prints OK; exits non-zero on the first failure."""
+import os
 import struct
 import sys
 
-import prune_fatbin as pf
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from gpu import prune_fatbin as pf
 
 
 def entry(kind, arch, payload, flags=0):

@@ -46,13 +46,13 @@ the RMS of the student's K-step x0 against the teacher's endpoint from the same 
 
 Any pack (the teacher rebuilt from its graphs by ckpt_from_pack.rebuild; the student written
 into the pack, refused where one exists unless --replace):
-  /usr/bin/python3 scripts/distill_head.py --pack packs/mar-base --out runs/distill-mar-base \
+  /usr/bin/python3 scripts/train/distill_head.py --pack packs/mar-base --out runs/distill-mar-base \
       --minutes 60 --threads 16
 Embedded target (data contexts; its committed head was made so, from a rebuilt checkpoint):
-  nohup nice -n 19 /usr/bin/python3 scripts/distill_head.py --minutes 55 --threads 1 \
+  nohup nice -n 19 /usr/bin/python3 scripts/train/distill_head.py --minutes 55 --threads 1 \
       --target-ckpt runs/target-rebuilt/checkpoint-last.pth --out runs/distill-head \
       > runs/distill-head.log 2>&1 &
-  /usr/bin/python3 scripts/distill_head.py --export-only --ckpt runs/distill-head/student-last.pth \
+  /usr/bin/python3 scripts/train/distill_head.py --export-only --ckpt runs/distill-head/student-last.pth \
       --pack models/target --replace
 
 Graph (opset 17, N dynamic): x_t [N,D] f32, t [N] f32 (training timestep 0..999), z [N,W] f32,
@@ -63,16 +63,18 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from ema import ema_update
-from frozen_target import load_target, sample_masks
-from mardiff import Diffusion, cosine_betas, space_timesteps
-from marmodel import FinalLayer, ResBlock, TimestepEmbedder
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib.ema import ema_update
+from train.frozen_target import load_target, sample_masks
+from lib.mardiff import Diffusion, cosine_betas, space_timesteps
+from lib.marmodel import FinalLayer, ResBlock, TimestepEmbedder
 
 TRAIN_STEPS = 1000
 TEACHER_STEPS = 25  # the teacher's respaced DDIM grid; the student's times lie on it
@@ -275,7 +277,7 @@ def heldout(mar, teacher, contexts_kind, num_iter, rows=HELDOUT, seed=1234):
     if contexts_kind == "self":
         tokens, labels = self_generate(mar, teacher, rows // 4, num_iter, gen)
         return make_data(mar, teacher, tokens, labels, rows // 4, 4, gen)
-    import fmnist
+    from lib import fmnist
 
     images, labels = fmnist.load("test")
     idx = torch.randperm(len(images), generator=gen)[:rows // 4].cpu().numpy()
@@ -341,7 +343,7 @@ def frozen_target(args):
     if args.target_ckpt:
         mar, _ = load_target(args.target_ckpt)
     else:
-        from ckpt_from_pack import rebuild
+        from packs.ckpt_from_pack import rebuild
 
         mar, _ = rebuild(args.pack)
         for p in mar.parameters():
@@ -362,7 +364,7 @@ class ContextPool:
         self.batch = max(1, min(args.gen_batch, args.pool))
         self.generated_s, self.generated, self.owed = 0.0, 0, 0
         if self.kind == "data":
-            import fmnist
+            from lib import fmnist
 
             images, labels = fmnist.load("train")
             self.tokens = fmnist.tokenize(images).to(DEVICE)
@@ -490,7 +492,7 @@ def load_student(path):
 def export_graph(student, path):
     """Writes the student as ONNX (N dynamic) with the inputs the Go sampler feeds."""
     import onnx
-    from graphs import onnx_export
+    from lib.graphs import onnx_export
 
     n, d, w = 3, student.token_dim, student.z_width
     args = (torch.randn(n, d), torch.tensor([999.0, 500.0, 250.0]), torch.randn(n, w),

@@ -2,11 +2,11 @@
 small trained exit (in the spirit of SpecBound) predict z for every position, with a per-position
 confidence; the rest of the target continues the same hidden state, so no block runs twice.
 
-Train (the target stays frozen; its checkpoint comes from scripts/ckpt_from_pack.py):
-  /usr/bin/python3 scripts/early_exit.py --depth 2 --minutes 25 --threads 1 --out runs/exit-d2 \
+Train (the target stays frozen; its checkpoint comes from scripts/packs/ckpt_from_pack.py):
+  /usr/bin/python3 scripts/train/early_exit.py --depth 2 --minutes 25 --threads 1 --out runs/exit-d2 \
       [--target-ckpt runs/target-rebuilt/checkpoint-last.pth] [--pack models/target]
 Export a trained exit into a pack (adds exit_draft.onnx, exit_rest.onnx and manifest "early_exit"):
-  /usr/bin/python3 scripts/early_exit.py --export-only --ckpt runs/exit-d2/exit-last.pth \
+  /usr/bin/python3 scripts/train/early_exit.py --export-only --ckpt runs/exit-d2/exit-last.pth \
       --pack models/target
 
 Graphs (opset 17, batch axis B dynamic):
@@ -21,23 +21,25 @@ reacts to z_exit versus z, not on raw z distance, so at each unknown position dr
 over the 1000 training steps, x_t ~ q(x_t | x_0 = the data token) (cosine schedule), and add
 W * mean_D[(eps(x_t,t,z_exit) - eps(x_t,t,z))^2 + v_w (v(..z_exit) - v(..z))^2] to the loss.
 Fine-tune an existing exit with --init:
-  /usr/bin/python3 scripts/early_exit.py --depth 1 --init runs/exit-d1/exit-last.pth \
+  /usr/bin/python3 scripts/train/early_exit.py --depth 1 --init runs/exit-d1/exit-last.pth \
       --head-loss 1 --minutes 22 --threads 1 --out runs/exit-d1h
 """
 import argparse
 import json
 import math
 import os
+import sys
 import time
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from ema import ema_update
-from frozen_target import load_target, sample_masks
-from mardiff import Diffusion, cosine_betas, space_timesteps
-from marmodel import Block
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib.ema import ema_update
+from train.frozen_target import load_target, sample_masks
+from lib.mardiff import Diffusion, cosine_betas, space_timesteps
+from lib.marmodel import Block
 
 HELDOUT = 512  # test images in the batch logged during training
 FINAL_HELDOUT = 2048  # test images behind the numbers written to the checkpoint and manifest
@@ -171,7 +173,7 @@ def head_errors(net, x0, z_exit, z, n_t=1, v_weight=0.1, gen=None, t_weights=Non
 
 
 def heldout_batch(n, seq_len, seed=1234):
-    import fmnist
+    from lib import fmnist
 
     images, labels = fmnist.load("test")
     gen = torch.Generator().manual_seed(seed)
@@ -209,7 +211,7 @@ def evaluate(mar, ex, depth, batch, chunk=256, v_weight=0.1):
 
 
 def train(args):
-    import fmnist
+    from lib import fmnist
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,9 +1,9 @@
-"""The embedded target, frozen, as the parts trained on top of it use it (scripts/early_exit.py,
-scripts/distill_head.py): its weights loaded without gradients, and the random contexts it is
+"""The embedded target, frozen, as the parts trained on top of it use it (scripts/train/early_exit.py,
+scripts/train/distill_head.py): its weights loaded without gradients, and the random contexts it is
 run on."""
 import torch
 
-from export import load_model
+from packs.export import load_model
 
 
 def load_target(path):

@@ -1,17 +1,20 @@
 """Sample images from a checkpoint in PyTorch (the reference sampler; also a quick look at a
 checkpoint before trusting its loss). One token per AR step, random order.
 
-  /usr/bin/python3 scripts/sample.py --ckpt runs/target/checkpoint-last.pth --out /tmp/grid.png
+  /usr/bin/python3 scripts/train/sample.py --ckpt runs/target/checkpoint-last.pth --out /tmp/grid.png
 """
 import argparse
+import os
+import sys
 
 import numpy as np
 import torch
 
-import fmnist
-from pngfile import write_png
-from export import load_model
-from mardiff import Diffusion
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib import fmnist
+from lib.pngfile import write_png
+from packs.export import load_model
+from lib.mardiff import Diffusion
 
 
 def sample_tokens(model, diff, z, xT, noises, cfg_scale, temperature, clip_x0, z_uncond=None):

@@ -1,6 +1,6 @@
 """Train one MAR-style model on Fashion-MNIST within a wall-clock budget.
 
-  /usr/bin/python3 scripts/train.py --preset target --minutes 40 --out runs/target
+  /usr/bin/python3 scripts/train/train.py --preset target --minutes 40 --out runs/target
 Writes runs/<name>/checkpoint-last.pth (MAR layout: `model` and `model_ema` state dicts, plus
 `args`) every few minutes and at the end, and a log of losses.
 """
@@ -8,15 +8,17 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 
 import numpy as np
 import torch
 
-import fmnist
-from ema import ema_update
-from mardiff import Diffusion, cosine_betas
-from marmodel import MAR, PRESETS
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib import fmnist
+from lib.ema import ema_update
+from lib.mardiff import Diffusion, cosine_betas
+from lib.marmodel import MAR, PRESETS
 
 
 def mask_count(rng, seq_len):

@@ -1,6 +1,6 @@
 """Train the Fashion-MNIST evaluator for FID/IS (a small CNN) and export it to ONNX.
 
-  /usr/bin/python3 scripts/train_evaluator.py --out models/evaluator --epochs 6
+  /usr/bin/python3 scripts/train/train_evaluator.py --out models/evaluator --epochs 6
 Writes model.onnx (input `images` [N,1,28,28] in [-1,1]; outputs `features` [N,128], the
 penultimate activations used for FID, and `logits` [N,10], whose softmax is used for IS) and
 manifest.json, and prints the test accuracy.
@@ -8,6 +8,7 @@ manifest.json, and prints the test accuracy.
 import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -15,7 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import fmnist
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+from lib import fmnist
 
 
 class Evaluator(nn.Module):
