@@ -20,7 +20,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/: imports name their folder (scripts/README.md)
 from train import distill_head as dh
 from lib import mar_official as mo
 from lib.ema import ema_update

@@ -38,7 +38,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(SCRIPTS)
-sys.path.insert(0, SCRIPTS)  # scripts/, for `from lib import ...`
+sys.path.insert(0, SCRIPTS)  # scripts/: imports name their folder (scripts/README.md)
 from gpu.gpu_bench import device_name, load_results, official_command  # noqa: E402
 from lib.pngfile import read_png  # noqa: E402
 

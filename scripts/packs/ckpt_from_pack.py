@@ -20,7 +20,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/: imports name their folder (scripts/README.md)
 from lib import mar_official as mo
 from lib.marmodel import MAR
 

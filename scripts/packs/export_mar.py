@@ -21,7 +21,7 @@ import tempfile
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/: imports name their folder (scripts/README.md)
 from lib.graphs import HeadGraph, TransformerGraph, onnx_export
 from lib import mar_official as mo
 

@@ -29,7 +29,7 @@ import tempfile
 import onnx
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/: imports name their folder (scripts/README.md)
 from train import distill_head as dh  # noqa: E402
 from lib.marmodel import MAR  # noqa: E402
 

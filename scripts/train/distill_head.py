@@ -70,7 +70,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for `from lib import ...`
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/: imports name their folder (scripts/README.md)
 from lib.ema import ema_update
 from train.frozen_target import load_target, sample_masks
 from lib.mardiff import Diffusion, cosine_betas, space_timesteps
