@@ -101,7 +101,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 		errs = append(errs, fmt.Errorf("$MARSPEC_ORT_TUNING: %v", err))
 	}
 	fs.Var(&c.ORTTuning, "ort-tuning", onnxrt.TuningHelp+" ($MARSPEC_ORT_TUNING)")
-	s(&c.Precision, "precision", "PRECISION", mar.FP32, "transformer and head weights: "+mar.PrecisionNames()+" (int8: the packs' quantised graphs, scripts/quantize_pack.py)")
+	s(&c.Precision, "precision", "PRECISION", mar.FP32, "transformer and head weights: "+mar.PrecisionNames()+" (int8: the packs' quantised graphs, scripts/packs/quantize_pack.py)")
 	n(&c.QueueSize, "queue", "QUEUE", 64, "jobs accepted and not finished; more get 503")
 	n(&c.MaxBatch, "max-batch", "MAX_BATCH", 32, "images in flight per engine group")
 	n(&c.MaxImages, "max-images", "MAX_IMAGES", 256, "images per request")
