@@ -29,9 +29,10 @@ demo: setup build
 	./bin/marspec generate --class all --n 4 --seed 1 --out out/demo --overwrite
 	@echo "grid: out/demo-grid.png"
 
+# The Python tools' tests (scripts/tests) take 4 to 5 minutes alone and can pass Go's default
+# 10-minute limit on a busy machine.
 test: setup
 	$(GO) vet ./...
-	# the Python tools' tests (scripts/tests) take 4 to 5 minutes alone and pass 10 on a busy machine
 	$(GO) test -count=1 -timeout 30m ./...
 
 bench: setup build
