@@ -37,6 +37,11 @@ type GenerateRequest struct {
 	Align            *bool    `json:"align,omitempty"`
 	Schedule         string   `json:"schedule,omitempty"`
 	MaxResampleTries *int     `json:"max_resample_tries,omitempty"`
+
+	// ExpiresIn is how many seconds the job and its images are kept once it ends, then
+	// deleted (at least 1; at most the server's --retain when it has one, which is also the
+	// default; without --retain jobs are kept forever unless a request sets this).
+	ExpiresIn *int64 `json:"expires_in,omitempty"`
 }
 
 // Classes is a list of class ids or names; JSON may give one string, one number or a list.
@@ -111,18 +116,24 @@ const (
 // Generation is a job: what was asked (resolved, with the seed used), where it stands, and
 // its images.
 type Generation struct {
-	ID       string     `json:"id"`
-	Status   string     `json:"status"`
-	Error    string     `json:"error,omitempty"`
-	Created  time.Time  `json:"created"`
-	Started  *time.Time `json:"started,omitempty"`
-	Finished *time.Time `json:"finished,omitempty"`
-	Seconds  float64    `json:"seconds,omitempty"` // started to finished
-	Settings Settings   `json:"settings"`
-	Progress Progress   `json:"progress"`
-	Alpha    *float64   `json:"alpha,omitempty"` // spec mode: accepted over verified drafts, all images
-	Images   []Image    `json:"images"`
-	Links    Links      `json:"links"`
+	ID        string     `json:"id"`
+	Status    string     `json:"status"`
+	Error     string     `json:"error,omitempty"`
+	Created   time.Time  `json:"created"`
+	Started   *time.Time `json:"started,omitempty"`
+	Finished  *time.Time `json:"finished,omitempty"`
+	Seconds   float64    `json:"seconds,omitempty"` // started to finished
+	Settings  Settings   `json:"settings"`
+	Progress  Progress   `json:"progress"`
+	Alpha     *float64   `json:"alpha,omitempty"` // spec mode: accepted over verified drafts, all images
+	Images    []Image    `json:"images"`
+	Links     Links      `json:"links"`
+	Key       string     `json:"key,omitempty"`        // the name of the API key that created the job (servers with --keys or --token)
+	ExpiresIn int64      `json:"expires_in,omitempty"` // seconds the job is kept once it ends; omitted: kept forever
+	ExpiresAt *time.Time `json:"expires_at,omitempty"` // when it is deleted with its images (set once it ends)
+	// Replayed is true when the server answered with the job an earlier request made under the
+	// same Idempotency-Key (header Idempotent-Replayed); the client sets it, it is not JSON.
+	Replayed bool `json:"-"`
 }
 
 // Settings are a job's resolved parameters (defaults and preset filled in).
@@ -283,4 +294,27 @@ type Models struct {
 type ErrorBody struct {
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"`
+	Limit string `json:"limit,omitempty"` // a 429's limit: "rate" or "max_in_flight"
+}
+
+// Limits of a named API key (429 beyond them).
+const (
+	LimitRate        = "rate"          // requests per second to POST and DELETE, with a burst
+	LimitMaxInFlight = "max_in_flight" // the key's jobs queued or running at once, over all replicas
+)
+
+// Key is an API key as GET /v1/keys shows it: its name and limits, never its secret.
+type Key struct {
+	Name        string  `json:"name"`
+	Admin       bool    `json:"admin,omitempty"`         // reads, cancels and deletes every key's jobs
+	Rate        float64 `json:"rate,omitempty"`          // requests per second to POST and DELETE; omitted: no limit
+	Burst       int     `json:"burst,omitempty"`         // requests above the rate at once
+	MaxInFlight int     `json:"max_in_flight,omitempty"` // jobs queued or running at once; omitted: no limit
+}
+
+// Keys is GET /v1/keys: the key a request was made with (You, "" without one) and the keys it
+// may see (every key for an admin, itself otherwise).
+type Keys struct {
+	You  string `json:"you"`
+	Keys []Key  `json:"keys"`
 }

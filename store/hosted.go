@@ -20,6 +20,8 @@ type Hosted interface {
 	// IdempotencyKey) decides between replicas inserting the same pair at once: the loser
 	// returns the winner's job.
 	Admit(j Job, maxInFlight int) (stored Job, replayed bool, err error)
+	// JobByIdempotencyKey is the job key created under Idempotency-Key idem (ErrNotFound: none).
+	JobByIdempotencyKey(key, idem string) (Job, error)
 	// Expired lists up to limit finished jobs whose retention ended before t, soonest expired first.
 	Expired(t time.Time, limit int) ([]Job, error)
 	// SweepLease takes or renews, for d, the right to sweep: true for one holder at a time

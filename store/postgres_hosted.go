@@ -39,7 +39,7 @@ func (p *Postgres) Admit(j Job, maxInFlight int) (Job, bool, error) {
 		if !raced {
 			return stored, replayed, err
 		}
-		prev, err := p.byIdempotencyKey(j.Key, j.IdempotencyKey)
+		prev, err := p.JobByIdempotencyKey(j.Key, j.IdempotencyKey)
 		if !errors.Is(err, ErrNotFound) {
 			return prev, err == nil, err
 		}
@@ -95,8 +95,8 @@ func (p *Postgres) admitOnce(j Job, maxInFlight int) (stored Job, replayed, race
 	return j, false, false, dbErr(tx.Commit(ctx))
 }
 
-// byIdempotencyKey reads the job a key created under an Idempotency-Key.
-func (p *Postgres) byIdempotencyKey(key, idem string) (Job, error) {
+// JobByIdempotencyKey reads the job a key created under an Idempotency-Key (Hosted).
+func (p *Postgres) JobByIdempotencyKey(key, idem string) (Job, error) {
 	ctx, cancel := opCtx()
 	defer cancel()
 	return scanPgJob(p.pool.QueryRow(ctx, `SELECT `+pgJobCols+` FROM jobs WHERE api_key = $1 AND idempotency_key = $2`, key, idem))

@@ -92,6 +92,11 @@ func (s *SQLite) Admit(j Job, maxInFlight int) (Job, bool, error) {
 	return j, false, dbErr(tx.Commit())
 }
 
+// JobByIdempotencyKey reads the job a key created under an Idempotency-Key (Hosted).
+func (s *SQLite) JobByIdempotencyKey(key, idem string) (Job, error) {
+	return scanJob(s.db.QueryRow(`SELECT `+jobCols+` FROM jobs WHERE api_key = ? AND idempotency_key = ?`, key, idem))
+}
+
 // Expired lists finished jobs whose retention ended before t (Hosted).
 func (s *SQLite) Expired(t time.Time, limit int) ([]Job, error) {
 	return s.jobs(`SELECT `+jobCols+` FROM jobs WHERE retain IS NOT NULL AND finished IS NOT NULL AND finished + retain < ?
