@@ -22,9 +22,9 @@ import (
 //
 // Idempotency: a POST with an Idempotency-Key that this key used before, for a job not yet
 // expired, makes no job: the answer is that job (202, or 200 once it ended, as the first
-// answer was), with "Idempotent-Replayed: true", provided the request is the same (its JSON
-// decoded and encoded again: field order, spacing and a class given as 7 or "7" do not
-// matter); another request under the same key is a 422 naming the job. The store decides
+// answer was), with "Idempotent-Replayed: true", provided the request is the same (as the
+// server reads it: field order, spacing, and a class named in any case, by slug or by id do
+// not matter); another request under the same key is a 422 naming the job. The store decides
 // between replicas (a unique index on (key, Idempotency-Key)). A key lives as long as its job:
 // once the job is deleted or expired, the key makes a new one.
 
@@ -53,7 +53,7 @@ func (s *Server) newJob(c *gin.Context, req api.GenerateRequest, plan generation
 	if err != nil {
 		return store.Job{}, err
 	}
-	hash, err := requestHash(req)
+	hash, err := requestHash(req, plan)
 	if err != nil {
 		return store.Job{}, err
 	}
@@ -129,9 +129,15 @@ func idempotencyKey(v string) (string, error) {
 	return v, nil
 }
 
-// requestHash identifies a request by its canonical form (the decoded request encoded again).
-func requestHash(req api.GenerateRequest) (string, error) {
-	b, err := json.Marshal(req)
+// requestHash identifies a request by its canonical form: the decoded request encoded again,
+// with its classes as the ids of its images (a name in any case, a slug or an id; n of each).
+func requestHash(req api.GenerateRequest, plan generation.Plan) (string, error) {
+	images := plan.Settings().Classes
+	req.Class, req.N = nil, 0
+	b, err := json.Marshal(struct {
+		Images  []int               `json:"images"`
+		Request api.GenerateRequest `json:"request"`
+	}{images, req})
 	if err != nil {
 		return "", err
 	}

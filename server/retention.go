@@ -42,8 +42,8 @@ type retention struct {
 	halt    chan struct{}
 	done    chan struct{}
 	once    sync.Once
-	// held, if set (tests), runs in a tracked read after it is counted: a test holds a
-	// download open with it.
+	// held, if set (tests), runs when a tracked read has been answered and before it stops
+	// counting: a test holds a download open with it.
 	held func(job string)
 }
 
@@ -144,10 +144,10 @@ func (r *retention) tracked(c *gin.Context) {
 		}
 		r.mu.Unlock()
 	}()
+	c.Next()
 	if r.held != nil {
 		r.held(id)
 	}
-	c.Next()
 }
 
 func (r *retention) reading(id string) bool {
