@@ -48,6 +48,11 @@ type GenerateRequest struct {
 	Webhook string `json:"webhook,omitempty"`
 	// WebhookEvents chooses the events called: started, succeeded, failed, cancelled (default all).
 	WebhookEvents []string `json:"webhook_events,omitempty"`
+
+	// ExpiresIn is how many seconds the job and its images are kept once it ends, then
+	// deleted (at least 1; at most the server's --retain when it has one, which is also the
+	// default; without --retain jobs are kept forever unless a request sets this).
+	ExpiresIn *int64 `json:"expires_in,omitempty"`
 }
 
 // Classes is a list of class ids or names; JSON may give one string, one number or a list.
@@ -143,6 +148,13 @@ type Generation struct {
 	QueueDeadline *time.Time `json:"queue_deadline,omitempty"`
 	// Webhook is the job's callback and, in GET /v1/generations/{id}, its deliveries.
 	Webhook *Webhook `json:"webhook,omitempty"`
+
+	Key       string     `json:"key,omitempty"`        // the name of the API key that created the job (servers with --keys or --token)
+	ExpiresIn int64      `json:"expires_in,omitempty"` // seconds the job is kept once it ends; omitted: kept forever
+	ExpiresAt *time.Time `json:"expires_at,omitempty"` // when it is deleted with its images (set once it ends)
+	// Replayed is true when the server answered with the job an earlier request made under the
+	// same Idempotency-Key (header Idempotent-Replayed); the client sets it, it is not JSON.
+	Replayed bool `json:"-"`
 }
 
 // Settings are a job's resolved parameters (defaults and preset filled in).
@@ -303,4 +315,27 @@ type Models struct {
 type ErrorBody struct {
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"`
+	Limit string `json:"limit,omitempty"` // a 429's limit: "rate" or "max_in_flight"
+}
+
+// Limits of a named API key (429 beyond them).
+const (
+	LimitRate        = "rate"          // requests per second to POST and DELETE, with a burst
+	LimitMaxInFlight = "max_in_flight" // the key's jobs queued or running at once, over all replicas
+)
+
+// Key is an API key as GET /v1/keys shows it: its name and limits, never its secret.
+type Key struct {
+	Name        string  `json:"name"`
+	Admin       bool    `json:"admin,omitempty"`         // reads, cancels and deletes every key's jobs
+	Rate        float64 `json:"rate,omitempty"`          // requests per second to POST and DELETE; omitted: no limit
+	Burst       int     `json:"burst,omitempty"`         // requests above the rate at once
+	MaxInFlight int     `json:"max_in_flight,omitempty"` // jobs queued or running at once; omitted: no limit
+}
+
+// Keys is GET /v1/keys: the key a request was made with (You, "" without one) and the keys it
+// may see (every key for an admin, itself otherwise).
+type Keys struct {
+	You  string `json:"you"`
+	Keys []Key  `json:"keys"`
 }

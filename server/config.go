@@ -50,6 +50,10 @@ type Config struct {
 	WebhookHosts    string        // hosts a webhook may call (comma-separated; empty: any public address)
 	WebhookAttempts int           // tries per webhook event before giving up
 	WebhookTimeout  time.Duration // how long one try may take
+
+	KeysFile string        // named API keys with their limits (keys.go); read by Check into APIKeys
+	APIKeys  []APIKey      // the keys of KeysFile (tests set them directly)
+	Retain   time.Duration // how long a finished job is kept by default, and at most (retention.go); 0: forever
 }
 
 // Bind registers the flags on fs; their defaults come from MARSPEC_* variables when set.
@@ -132,6 +136,8 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 	}
 	d(&c.Drain, "drain", "DRAIN", 10*time.Second, "at SIGINT/SIGTERM, time for running jobs to finish; the rest resume on the next start")
 	b(&c.CrossBatch, "cross-batch", "CROSS_BATCH", true, "merge concurrent requests into one running batch (false: one request per batch)")
+	s(&c.KeysFile, "keys", "KEYS", "", "JSON file of named API keys with their rate and in-flight limits (docs/api.md, \"Keys\"); empty: --token alone, or open")
+	d(&c.Retain, "retain", "RETAIN", 0, "how long finished jobs and their images are kept, and the most a request's expires_in may ask (0: forever)")
 	d(&c.Lease, "lease", "LEASE", 10*time.Second, "with a PostgreSQL --store, how long a replica owns a job without renewing it (renewed every third); a killed replica's jobs move after it")
 	d(&c.PriorityAging, "priority-aging", "PRIORITY_AGING", store.DefaultPriorityAging, "the waiting time one priority level is worth: a job is queued as if it came priority x this earlier, so it is passed only by jobs arriving less than 20 x this after it")
 	d(&c.QueueTimeout, "queue-timeout", "QUEUE_TIMEOUT", 0, "a job not started this long after it was accepted fails (queue_deadline_exceeded), unless its request sets queue_timeout; 0 = no deadline")
@@ -166,6 +172,11 @@ func (c *Config) Check() error {
 		return fmt.Errorf("--lease %s out of range (allowed: 300ms to 1h)", c.Lease)
 	case c.DataDir == "":
 		return errors.New("--data-dir must not be empty")
+	case c.Retain < 0 || c.Retain > maxRetain:
+		return fmt.Errorf("--retain %s out of range (allowed: 0, forever, up to %s)", c.Retain, maxRetain)
+	}
+	if err := c.loadKeys(); err != nil {
+		return err
 	}
 	if err := c.checkHosted(); err != nil {
 		return err

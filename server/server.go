@@ -28,6 +28,8 @@ type Server struct {
 	hub      *hub
 	rep      *replica // set when the store is shared with other replicas (store.Queue)
 	metrics  *metrics
+	keys     *keyring   // named API keys and --token (keys.go); none: open
+	ret      *retention // the sweep of expired jobs and the reads it waits for (retention.go)
 	log      *slog.Logger
 	ui       fs.FS
 	handler  http.Handler
@@ -56,6 +58,8 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s := &Server{cfg: cfg, cat: d.Catalog, store: d.Store, ui: d.UI, log: log}
 	s.metrics = newMetrics()
+	s.keys = newKeyring(cfg, newKeyMetrics(s.metrics.reg))
+	s.ret = newRetention(s)
 	s.hub = newHub(s)
 	s.sched = scheduler.New(scheduler.Config{Models: d.Models, Sink: s.hub, QueueSize: cfg.QueueSize, MaxBatch: cfg.MaxBatch,
 		Isolate: !cfg.CrossBatch, OnStep: func(_ string, n int) { s.metrics.batch.Observe(float64(n)) }})
@@ -71,6 +75,7 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s.hooks = newDeliverer(s)
 	s.startBackground()
+	s.ret.start()
 	return s
 }
 
@@ -190,5 +195,6 @@ wait:
 	}
 	s.bg.halt() // after the workers: a run's last event is recorded; its delivery waits in the outbox
 	s.hub.closeAll()
+	s.ret.stop()
 	return err
 }

@@ -28,6 +28,7 @@ func (s *Server) wire(j store.Job, imgs []store.Image) api.Generation {
 		Settings: j.Settings, Images: []api.Image{},
 		Links: api.Links{Self: "/v1/generations/" + j.ID, Events: "/v1/generations/" + j.ID + "/events",
 			Grid: "/v1/generations/" + j.ID + "/grid.png"}}
+	wireRetention(&g, j)
 	if j.Started != nil && j.Finished != nil {
 		g.Seconds = j.Finished.Sub(*j.Started).Seconds()
 	}
