@@ -92,7 +92,8 @@ func TestOpenAPIRequestFields(t *testing.T) {
 // "-", such as Generation.Replayed, are the client's own).
 func TestOpenAPIAnswerFields(t *testing.T) {
 	doc := loadOpenAPI(t)
-	for schema, v := range map[string]any{"Generation": api.Generation{}, "Error": api.ErrorBody{}, "Key": api.Key{}, "Keys": api.Keys{}} {
+	for schema, v := range map[string]any{"Generation": api.Generation{}, "Error": api.ErrorBody{}, "Key": api.Key{}, "Keys": api.Keys{},
+		"Webhook": api.Webhook{}, "WebhookDelivery": api.WebhookDelivery{}, "WebhookPayload": api.WebhookPayload{}} {
 		var inSpec, inGo []string
 		for name := range doc.Components.Schemas[schema].Properties {
 			inSpec = append(inSpec, name)
