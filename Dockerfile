@@ -5,11 +5,11 @@
 #   make image                       (docker or podman, whichever is there; tag marspec:VERSION)
 #   docker run -p 8080:8080 -v marspec-data:/data marspec:latest
 #
-# The stages do what the Makefile does: `make setup` (scripts/setup_ort.sh fetches the ONNX
+# The stages do what the Makefile does: `make setup` (scripts/ops/setup_ort.sh fetches the ONNX
 # Runtime library from the npm registry) and `make build` (go build ./cmd/marspec).
 #
 # The base images are build arguments with the public images as defaults, so the same file
-# builds where only local bases exist (scripts/image_check.sh makes them with mmdebstrap when
+# builds where only local bases exist (scripts/ops/image.sh makes them with mmdebstrap when
 # the public ones cannot be pulled). A build step that fetches trusts the image's CA bundle,
 # or /run/host-ca.crt when the builder mounts one there (behind a TLS-inspecting proxy:
 # `podman build -v /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro`).
@@ -24,11 +24,11 @@ ARG ORT=cpu
 FROM ${NODE_IMAGE} AS ort
 ARG ORT
 WORKDIR /src
-COPY scripts/setup_ort.sh scripts/setup_ort.sh
+COPY scripts/ops/setup_ort.sh scripts/ops/setup_ort.sh
 RUN if [ -s /run/host-ca.crt ]; then export npm_config_cafile=/run/host-ca.crt; fi \
  && mkdir -p /ort \
- && if [ "$ORT" = gpu ]; then bash scripts/setup_ort.sh --gpu && cp third_party/onnxruntime-gpu/*.so /ort/; \
-    else bash scripts/setup_ort.sh && cp third_party/onnxruntime/libonnxruntime.so /ort/; fi \
+ && if [ "$ORT" = gpu ]; then bash scripts/ops/setup_ort.sh --gpu && cp third_party/onnxruntime-gpu/*.so /ort/; \
+    else bash scripts/ops/setup_ort.sh && cp third_party/onnxruntime/libonnxruntime.so /ort/; fi \
  && test -s /ort/libonnxruntime.so
 
 # 2. The binary, as `make build` makes it. cgo stays on: onnxruntime_go loads the library

@@ -36,8 +36,8 @@ func NewClient(base, token string, hc *http.Client) (*Client, error) {
 	return &Client{base: u, token: token, http: hc}, nil
 }
 
-// Error is a non-2xx answer: its status, the server's {"error", "field"} and, for 503, how
-// long the server asked to wait.
+// Error is a non-2xx answer: its status, the server's {"error", "field", "limit"} and, for
+// 503 and 429, how long the server asked to wait.
 type Error struct {
 	Status     int
 	Body       ErrorBody
@@ -65,8 +65,9 @@ func (g *Generation) Ended() bool {
 func (c *Client) Base() string { return c.base.String() }
 
 // Generate submits a request (POST /v1/generations). With wait > 0 the server holds the
-// answer until the job ends or wait passes; the job is returned either way.
-func (c *Client) Generate(ctx context.Context, req GenerateRequest, wait time.Duration) (*Generation, error) {
+// answer until the job ends or wait passes; the job is returned either way. Options add to
+// the request (WithIdempotencyKey).
+func (c *Client) Generate(ctx context.Context, req GenerateRequest, wait time.Duration, opts ...GenerateOption) (*Generation, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -75,8 +76,31 @@ func (c *Client) Generate(ctx context.Context, req GenerateRequest, wait time.Du
 	if wait > 0 {
 		path += "?wait=" + url.QueryEscape(wait.String())
 	}
+	header := http.Header{}
+	for _, o := range opts {
+		o(header)
+	}
+	resp, err := c.sendWith(ctx, http.MethodPost, path, body, header)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
 	var g Generation
-	return &g, c.do(ctx, http.MethodPost, path, body, &g)
+	if err := json.NewDecoder(resp.Body).Decode(&g); err != nil {
+		return nil, fmt.Errorf("POST %s: reading the answer: %w", path, err)
+	}
+	g.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+	return &g, nil
+}
+
+// GenerateOption sets something of a POST besides its body.
+type GenerateOption func(http.Header)
+
+// WithIdempotencyKey sends key as the Idempotency-Key: a POST retried with the same key and
+// request makes no second job but answers with the first (Generation.Replayed); the same key
+// with another request is a 422. Keys are the API key's own and last as long as their job.
+func WithIdempotencyKey(key string) GenerateOption {
+	return func(h http.Header) { h.Set("Idempotency-Key", key) }
 }
 
 // Generation fetches one job (GET /v1/generations/{id}).
@@ -88,6 +112,7 @@ func (c *Client) Generation(ctx context.Context, id string) (*Generation, error)
 // ListOptions filter and page GET /v1/generations; zero values are the server's defaults.
 type ListOptions struct {
 	Class, Mode, Status string
+	Key                 string // an API key's name: its jobs (an admin key's choice; other keys see only their own)
 	Limit, Offset       int
 	After               string // a page's Next: the page after it, by cursor (Offset is then ignored)
 }
@@ -95,7 +120,7 @@ type ListOptions struct {
 // List returns a page of jobs, newest first (GET /v1/generations).
 func (c *Client) List(ctx context.Context, o ListOptions) (*GenerationList, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"class": o.Class, "mode": o.Mode, "status": o.Status} {
+	for k, v := range map[string]string{"class": o.Class, "mode": o.Mode, "status": o.Status, "key": o.Key} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -139,6 +164,12 @@ func (c *Client) Image(ctx context.Context, urlOrID string) ([]byte, error) {
 	var buf bytes.Buffer
 	err := c.do(ctx, http.MethodGet, path, nil, &buf)
 	return buf.Bytes(), err
+}
+
+// Keys is the API key the client uses and the keys it may see, with their limits (GET /v1/keys).
+func (c *Client) Keys(ctx context.Context) (*Keys, error) {
+	var k Keys
+	return &k, c.do(ctx, http.MethodGet, "/v1/keys", nil, &k)
 }
 
 // Models lists the server's packs, presets and modes (GET /v1/models).
@@ -218,6 +249,11 @@ func (c *Client) Events(ctx context.Context, id string, fn func(Event) error) (*
 }
 
 func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	return c.sendWith(ctx, method, path, body, nil)
+}
+
+// sendWith sends a request with extra headers and turns a non-2xx answer into an *Error.
+func (c *Client) sendWith(ctx context.Context, method, path string, body []byte, header http.Header) (*http.Response, error) {
 	u := c.base.String() + path
 	var rd io.Reader
 	if body != nil {
@@ -226,6 +262,9 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

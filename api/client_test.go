@@ -100,3 +100,53 @@ func TestEventsStream(t *testing.T) {
 		t.Errorf("callback error: %v", err)
 	}
 }
+
+// WithIdempotencyKey sends the header; Replayed reports the server's Idempotent-Replayed; a
+// 429 gives its limit and Retry-After; ListOptions.Key and Keys reach their parameters.
+func TestClientIdempotencyLimitsAndKeys(t *testing.T) {
+	posts := 0
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && r.Header.Get("Idempotency-Key") == "k1":
+			posts++
+			if posts > 1 {
+				w.Header().Set("Idempotent-Replayed", "true")
+			}
+			w.WriteHeader(http.StatusAccepted)
+			fmt.Fprint(w, `{"id":"j1","status":"queued","key":"alice","expires_in":60}`)
+		case r.Method == http.MethodPost:
+			w.Header().Set("Retry-After", "3")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"error":"key \"alice\" is over its rate limit","limit":"rate"}`)
+		case r.URL.Path == "/v1/keys":
+			fmt.Fprint(w, `{"you":"alice","keys":[{"name":"alice","max_in_flight":2}]}`)
+		default:
+			if r.URL.Query().Get("key") != "bob" {
+				t.Errorf("list query %q", r.URL.RawQuery)
+			}
+			fmt.Fprint(w, `{"generations":[],"total":0}`)
+		}
+	}))
+	defer hs.Close()
+	c, err := NewClient(hs.URL, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{false, true} {
+		g, err := c.Generate(t.Context(), GenerateRequest{Class: Classes{"0"}}, 0, WithIdempotencyKey("k1"))
+		if err != nil || g.ID != "j1" || g.Replayed != want || g.Key != "alice" || g.ExpiresIn != 60 {
+			t.Fatalf("POST %d: %+v %v", i+1, g, err)
+		}
+	}
+	_, err = c.Generate(t.Context(), GenerateRequest{Class: Classes{"0"}}, 0)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusTooManyRequests || e.Body.Limit != LimitRate || e.RetryAfter != 3*time.Second {
+		t.Fatalf("429: %#v", err)
+	}
+	if k, err := c.Keys(t.Context()); err != nil || k.You != "alice" || k.Keys[0].MaxInFlight != 2 {
+		t.Fatalf("keys: %+v %v", k, err)
+	}
+	if _, err := c.List(t.Context(), ListOptions{Key: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+}

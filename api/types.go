@@ -40,6 +40,22 @@ type GenerateRequest struct {
 	Align            *bool    `json:"align,omitempty"`
 	Schedule         string   `json:"schedule,omitempty"`
 	MaxResampleTries *int     `json:"max_resample_tries,omitempty"`
+
+	// Priority orders the queue: -10 (last) to 10 (first), default 0; a level is worth the
+	// server's --priority-aging of waiting time, so a low one is never starved (docs/api.md).
+	Priority *int `json:"priority,omitempty"`
+	// QueueTimeout is how many seconds the job may wait to start; past it the job fails with
+	// error_code queue_deadline_exceeded. Default: the server's --queue-timeout (0: none).
+	QueueTimeout *float64 `json:"queue_timeout,omitempty"`
+	// Webhook is an http(s) URL called, signed, on the job's events (docs/api.md, "Webhooks").
+	Webhook string `json:"webhook,omitempty"`
+	// WebhookEvents chooses the events called: started, succeeded, failed, cancelled (default all).
+	WebhookEvents []string `json:"webhook_events,omitempty"`
+
+	// ExpiresIn is how many seconds the job and its images are kept once it ends, then
+	// deleted (at least 1; at most the server's --retain when it has one, which is also the
+	// default; without --retain jobs are kept forever unless a request sets this).
+	ExpiresIn *int64 `json:"expires_in,omitempty"`
 }
 
 // CacheRequest are the knobs of caching across AR steps; a nil field takes its default.
@@ -134,6 +150,22 @@ type Generation struct {
 	Alpha    *float64   `json:"alpha,omitempty"` // spec mode: accepted over verified drafts, all images
 	Images   []Image    `json:"images"`
 	Links    Links      `json:"links"`
+
+	// ErrorCode is a failure a client can act on without parsing Error: queue_deadline_exceeded.
+	ErrorCode string `json:"error_code,omitempty"`
+	// Priority is the job's queue priority, as asked (default 0).
+	Priority int `json:"priority"`
+	// QueueDeadline is when the job fails unless it has started (its queue_timeout after created).
+	QueueDeadline *time.Time `json:"queue_deadline,omitempty"`
+	// Webhook is the job's callback and, in GET /v1/generations/{id}, its deliveries.
+	Webhook *Webhook `json:"webhook,omitempty"`
+
+	Key       string     `json:"key,omitempty"`        // the name of the API key that created the job (servers with --keys or --token)
+	ExpiresIn int64      `json:"expires_in,omitempty"` // seconds the job is kept once it ends; omitted: kept forever
+	ExpiresAt *time.Time `json:"expires_at,omitempty"` // when it is deleted with its images (set once it ends)
+	// Replayed is true when the server answered with the job an earlier request made under the
+	// same Idempotency-Key (header Idempotent-Replayed); the client sets it, it is not JSON.
+	Replayed bool `json:"-"`
 }
 
 // Settings are a job's resolved parameters (defaults and preset filled in).
@@ -295,4 +327,27 @@ type Models struct {
 type ErrorBody struct {
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"`
+	Limit string `json:"limit,omitempty"` // a 429's limit: "rate" or "max_in_flight"
+}
+
+// Limits of a named API key (429 beyond them).
+const (
+	LimitRate        = "rate"          // requests per second to POST and DELETE, with a burst
+	LimitMaxInFlight = "max_in_flight" // the key's jobs queued or running at once, over all replicas
+)
+
+// Key is an API key as GET /v1/keys shows it: its name and limits, never its secret.
+type Key struct {
+	Name        string  `json:"name"`
+	Admin       bool    `json:"admin,omitempty"`         // reads, cancels and deletes every key's jobs
+	Rate        float64 `json:"rate,omitempty"`          // requests per second to POST and DELETE; omitted: no limit
+	Burst       int     `json:"burst,omitempty"`         // requests above the rate at once
+	MaxInFlight int     `json:"max_in_flight,omitempty"` // jobs queued or running at once; omitted: no limit
+}
+
+// Keys is GET /v1/keys: the key a request was made with (You, "" without one) and the keys it
+// may see (every key for an admin, itself otherwise).
+type Keys struct {
+	You  string `json:"you"`
+	Keys []Key  `json:"keys"`
 }

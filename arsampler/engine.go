@@ -70,7 +70,7 @@ func NewEngine(target, draft *mar.Model, cfg Config) (*Engine, error) {
 	}
 	tm := target.Manifest
 	if cfg.EarlyExit && target.Exit == nil {
-		return nil, fmt.Errorf("draft exit: target pack %s has no early_exit graphs (scripts/early_exit.py adds them; the embedded target has them)", tm.Name)
+		return nil, fmt.Errorf("draft exit: target pack %s has no early_exit graphs (scripts/train/early_exit.py adds them; the embedded target has them)", tm.Name)
 	}
 	if draft != nil {
 		dm := draft.Manifest

@@ -27,7 +27,7 @@ type cacheRun struct {
 // progress (may be nil) gets one line per timed generation, for runs that take hours.
 func CacheCompare(out, progress io.Writer, m *mar.Model, pf ProfileSettings, steps, threads int, caches []mar.CacheSettings, warm bool) error {
 	if m.Cached == nil {
-		return fmt.Errorf("pack %s has no cached transformer (scripts/cached_transformer.py --pack DIR adds one)", m.Manifest.Name)
+		return fmt.Errorf("pack %s has no cached transformer (scripts/packs/cached_transformer.py --pack DIR adds one)", m.Manifest.Name)
 	}
 	if pf.Images < 1 || pf.Rounds < 1 {
 		return fmt.Errorf("--images and --rounds must be at least 1")

@@ -27,7 +27,7 @@ type PartTiming struct {
 }
 
 // PartsReport is one `bench --parts` measurement, printed as a table or as JSON for
-// scripts/realsize_cpu_bench.py to set beside the official code's parts.
+// scripts/bench/realsize_cpu_bench.py to set beside the official code's parts.
 type PartsReport struct {
 	Pack            string     `json:"pack"`
 	Images          int        `json:"images"`

@@ -86,7 +86,7 @@ func Profile(out io.Writer, m *mar.Model, pf ProfileSettings, steps int, threads
 	// the pack's fused graph, whether or not sampling on this device takes it
 	lh, ok := m.Head.(interface{ FusedLoop() mar.LoopRunner })
 	if !ok || lh.FusedLoop() == nil {
-		return fmt.Errorf("pack %s has no head_loop graph (scripts/fuse_head.py adds one): nothing to compare", m.Manifest.Name)
+		return fmt.Errorf("pack %s has no head_loop graph (scripts/packs/fuse_head.py adds one): nothing to compare", m.Manifest.Name)
 	}
 	if pf.Images < 1 || pf.Rounds < 1 {
 		return fmt.Errorf("--images and --rounds must be at least 1")

@@ -50,7 +50,7 @@ func (b *SpecGrid) Run(w io.Writer, target, draft *mar.Model, steps int, newBar 
 	}
 	for _, sf := range grid {
 		if sf.EarlyExit && target.Exit == nil {
-			return fmt.Errorf("draft exit: target pack %s has no early_exit graphs (scripts/early_exit.py adds them)", target.Manifest.Name)
+			return fmt.Errorf("draft exit: target pack %s has no early_exit graphs (scripts/train/early_exit.py adds them)", target.Manifest.Name)
 		}
 	}
 	// every timed run is a step: the baselines, the grid, the ablation

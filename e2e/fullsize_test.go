@@ -17,7 +17,7 @@ import (
 const python = "/usr/bin/python3"
 
 // ciPacks makes the ci_target/ci_draft random packs (MAR-B's token layout and a KL-16-shaped
-// decoder, a few MB) with scripts/make_random_packs.py. Without python3-torch the test is
+// decoder, a few MB) with scripts/packs/make_random_packs.py. Without python3-torch the test is
 // skipped, unless MARSPEC_REQUIRE_TORCH=1 (CI), where that is a failure.
 func ciPacks(t *testing.T) (target, draft string) {
 	t.Helper()
@@ -30,7 +30,7 @@ func ciPacks(t *testing.T) (target, draft string) {
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(python, "make_random_packs.py", "--models", "ci_target,ci_draft", "--vae", "ci_kl16", "--out", dir)
-	cmd.Dir = filepath.Join("..", "scripts")
+	cmd.Dir = filepath.Join("..", "scripts", "packs")
 	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make_random_packs.py: %v\n%s", err, out)

@@ -85,6 +85,11 @@ func TestGalleryInBrowser(t *testing.T) {
 	}
 	b.screenshot(t, "error", "#generate")
 	setValue(t, b, "#f-cfg", "")
+	// the queue priority is checked the same way (it sits among the advanced options)
+	setValue(t, b, "#f-priority", "11")
+	b.do(t, "submitting priority 11", chromedp.Click(chromedp.CSS("#gen-submit")))
+	b.waitFor(t, "the priority error", `document.querySelector("#gen-error").dataset.field === "priority"`, 30*time.Second)
+	setValue(t, b, "#f-priority", "3")
 
 	// A speculative job: Sneaker and Bag, two images each, seed 7 (the default preset runs the
 	// target alone, so the mode is chosen).
@@ -99,10 +104,11 @@ func TestGalleryInBrowser(t *testing.T) {
 		t.Fatalf("job %s ended %s: %s", id, st, eval[string](t, b, `document.querySelector("#live").textContent`))
 	}
 	g := getGeneration(t, ts.URL, id)
-	if g.Settings.Mode != "spec" || g.Settings.Seed != 7 || len(g.Images) != 4 {
-		t.Fatalf("job %s: mode %s seed %d, %d images; want spec, 7, 4", id, g.Settings.Mode, g.Settings.Seed, len(g.Images))
+	if g.Settings.Mode != "spec" || g.Settings.Seed != 7 || len(g.Images) != 4 || g.Priority != 3 {
+		t.Fatalf("job %s: mode %s seed %d, %d images, priority %d; want spec, 7, 4, 3", id, g.Settings.Mode, g.Settings.Seed, len(g.Images), g.Priority)
 	}
 	card := fmt.Sprintf(`article.job[data-job="%s"]`, id)
+	b.waitFor(t, "the job's priority on its card", `(document.querySelector(`+js(card+" .queue-info")+`) || {}).textContent === "priority 3"`, 30*time.Second)
 	b.waitFor(t, "the job's images in the gallery", imagesRendered(card, 4), time.Minute)
 	b.waitFor(t, "the streamed images", imagesRendered("#live-images", 4), time.Minute)
 	// 28x28 grey images are scaled up to the 84 px tiles (TestFullSizeInGallery: 256x256 ones are not)
@@ -239,6 +245,52 @@ func TestGalleryAsksForToken(t *testing.T) {
 		t.Fatalf("job ended %s: %s", st, eval[string](t, b, `document.querySelector("#live").textContent`))
 	}
 	b.waitFor(t, "the image", imagesRendered("#live-images", 1), time.Minute)
+	if errs := b.jsErrors(); len(errs) > 0 {
+		t.Errorf("the page threw: %v", errs)
+	}
+}
+
+// TestGalleryWithNamedKeys: on a server with --keys the gallery asks for a key, then lists
+// that key's jobs only, with the key's name and the job's expiry on each, and their images
+// load (the key cookie: an <img> sends no header); an admin key gets a key filter.
+func TestGalleryWithNamedKeys(t *testing.T) {
+	b := newBrowser(t, 1200, 1000)
+	const aliceKey, bobKey, opsKey = "alice-secret-0123456789", "bob-secret-0123456789ab", "ops-secret-0123456789ab"
+	ts := startServer(t, func(c *server.Config) {
+		c.Retain = time.Hour
+		c.APIKeys = []server.APIKey{{Name: "alice", Secret: aliceKey}, {Name: "bob", Secret: bobKey}, {Name: "ops", Secret: opsKey, Admin: true}}
+	})
+	keep := int64(600)
+	for _, secret := range []string{aliceKey, bobKey} {
+		c, err := api.NewClient(ts.URL, secret, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := c.Generate(t.Context(), api.GenerateRequest{Class: api.Classes{"7"}, N: 1, Preset: "fast", ExpiresIn: &keep}, time.Minute)
+		if err != nil || g.Status != api.StatusSucceeded {
+			t.Fatalf("job of %s: %+v %v", secret[:3], g, err)
+		}
+	}
+	b.do(t, "loading the gallery", chromedp.Navigate(ts.URL+"/"))
+	b.waitFor(t, "the page to read the models", `document.body.dataset.ready === "true"`, 30*time.Second)
+	b.waitFor(t, "the key field", `document.querySelector("#token-box").checkVisibility()`, 30*time.Second)
+	setValue(t, b, "#token", aliceKey)
+	b.waitFor(t, "alice's job", `document.querySelectorAll("#jobs article.job").length === 1`, 30*time.Second)
+	if key := eval[string](t, b, `document.querySelector("#jobs article.job").dataset.key`); key != "alice" {
+		t.Fatalf("alice's gallery shows a job of %q", key)
+	}
+	if exp := eval[string](t, b, `document.querySelector("#jobs .expiry").textContent`); exp != "expires in 10 min" {
+		t.Errorf("the job's expiry reads %q", exp)
+	}
+	b.waitFor(t, "alice's image", imagesRendered("#jobs article.job .grid", 1), 30*time.Second)
+	if eval[bool](t, b, `document.querySelector("#g-key-box").checkVisibility()`) {
+		t.Error("a key that is not an admin is offered the key filter")
+	}
+	setValue(t, b, "#token", opsKey)
+	b.waitFor(t, "the key filter", `document.querySelector("#g-key-box").checkVisibility() && document.querySelectorAll("#g-key option").length === 4`, 30*time.Second)
+	b.waitFor(t, "every key's jobs", `document.querySelectorAll("#jobs article.job").length === 2`, 30*time.Second)
+	setValue(t, b, "#g-key", "bob")
+	b.waitFor(t, "bob's job alone", `[...document.querySelectorAll("#jobs article.job")].map(a => a.dataset.key).join() === "bob"`, 30*time.Second)
 	if errs := b.jsErrors(); len(errs) > 0 {
 		t.Errorf("the page threw: %v", errs)
 	}

@@ -47,7 +47,7 @@ func accumulate(t *testing.T, rows [][]float64) *Accumulator {
 
 func relErr(a, b float64) float64 { return math.Abs(a-b) / math.Max(math.Abs(b), 1e-12) }
 
-// Go statistics, FID and IS equal NumPy/SciPy's (scripts/make_fid_fixtures.py) to 1e-6.
+// Go statistics, FID and IS equal NumPy/SciPy's (scripts/tests/make_fid_fixtures.py) to 1e-6.
 func TestMatchesScipy(t *testing.T) {
 	ref := loadReference(t)
 	a, b := accumulate(t, ref.A), accumulate(t, ref.B)

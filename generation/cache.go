@@ -22,7 +22,7 @@ func cacheSettings(req *api.CacheRequest, mode, pack, precision string, man *mar
 		return c, fieldErr("cache", "{...}", "omit it, or use mode target or draft",
 			"speculative decoding verifies against the target's exact conditionals; a cached target is an approximation of them")
 	case man.Cache == nil:
-		return c, fieldErr("cache", "{...}", "omit it, or a pack with a cached transformer (scripts/cached_transformer.py --pack DIR)",
+		return c, fieldErr("cache", "{...}", "omit it, or a pack with a cached transformer (scripts/packs/cached_transformer.py --pack DIR)",
 			"pack "+pack+" has no transformer_cached.onnx")
 	case precision != "" && precision != mar.FP32:
 		return c, fieldErr("cache", "{...}", "omit it, or precision "+mar.FP32, "the cached transformer has no "+precision+" variant")

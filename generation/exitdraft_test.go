@@ -32,7 +32,7 @@ func TestValidateEarlyExitErrors(t *testing.T) {
 			func(r *Request) { r.EarlyExit = false; r.ExitMaxError = f64(0.3) }},
 		{"group verify", "verify", "(allowed: prefix)", withExit, func(r *Request) { r.Verify = "group" }},
 		{"lazy schedule", "schedule", "(allowed: auto, batched)", withExit, func(r *Request) { r.Schedule = "lazy" }},
-		{"pack without exit", "draft", "target pack target has no early_exit entry (allowed: a draft pack, or self; scripts/early_exit.py adds", noExit,
+		{"pack without exit", "draft", "target pack target has no early_exit entry (allowed: a draft pack, or self; scripts/train/early_exit.py adds", noExit,
 			func(r *Request) {}},
 		{"exit in target mode", "draft", "applies to mode spec only", withExit, func(r *Request) { r.Mode = ModeTarget }},
 	}

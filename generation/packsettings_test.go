@@ -9,7 +9,7 @@ import (
 	"marspec/mar"
 )
 
-// marLikeSettings are settings shaped as scripts/export_mar.py writes them for MAR-B: defaults
+// marLikeSettings are settings shaped as scripts/packs/export_mar.py writes them for MAR-B: defaults
 // at the paper's evaluation values, a 64-step preset and an unguided one.
 func marLikeSettings() *mar.Settings {
 	set := testSettings("paper", map[string]Preset{

@@ -9,7 +9,7 @@ import (
 	"marspec/mar"
 )
 
-// withInt8 returns a copy of man that lists int8 graphs, as scripts/quantize_pack.py leaves it.
+// withInt8 returns a copy of man that lists int8 graphs, as scripts/packs/quantize_pack.py leaves it.
 func withInt8(man *mar.Manifest) *mar.Manifest {
 	m := *man
 	m.Precisions = map[string]mar.PrecisionSpec{mar.Int8: {Transformer: "transformer.int8.onnx", Head: "head.int8.onnx"}}
@@ -35,7 +35,7 @@ func TestPrecisionRejects(t *testing.T) {
 		want      []string // in the message
 	}{
 		{"unknown", base, "bf16", req(ModeTarget), "precision", []string{`"bf16"`, "unknown", "fp32, int8"}},
-		{"target lacks int8", base, "int8", req(ModeTarget), "precision", []string{"pack target (analytic-target) has no int8 graphs", "scripts/quantize_pack.py"}},
+		{"target lacks int8", base, "int8", req(ModeTarget), "precision", []string{"pack target (analytic-target) has no int8 graphs", "scripts/packs/quantize_pack.py"}},
 		{"draft mode, draft lacks int8", targetOnly, "int8", req(ModeDraft), "precision", []string{"pack draft (analytic-draft)"}},
 		{"spec, draft lacks int8", targetOnly, "int8", req(ModeSpec), "precision", []string{"pack draft (analytic-draft)"}},
 	}

@@ -211,7 +211,7 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 		return p, err
 	}
 	if cfg.EarlyExit && man.EarlyExit == nil {
-		return p, fieldErr("draft", "exit", "a draft pack, or self; scripts/early_exit.py adds the exit graphs to a target pack",
+		return p, fieldErr("draft", "exit", "a draft pack, or self; scripts/train/early_exit.py adds the exit graphs to a target pack",
 			"target pack "+p.Pack+" has no early_exit entry")
 	}
 	if cfg.EarlyExit && p.Precision != mar.FP32 { // its verification would mix fp32 blocks into an int8 target

@@ -97,7 +97,7 @@ func (c CacheSettings) String() string {
 }
 
 // CacheSpec is the manifest's optional "cache" entry: the cached transformer graph
-// (scripts/cached_transformer.py, docs/model-pack.md).
+// (scripts/packs/cached_transformer.py, docs/model-pack.md).
 type CacheSpec struct {
 	File          string `json:"file"`
 	Format        string `json:"format"`

@@ -84,7 +84,7 @@ func TestCachedGraphFullPassMatchesTransformer(t *testing.T) {
 	}
 }
 
-// cacheFixture is written by scripts/cached_transformer.py --fixture from the embedded target's
+// cacheFixture is written by scripts/packs/cached_transformer.py --fixture from the embedded target's
 // weights: the PyTorch reference's z at each step's predicted positions, for one image whose
 // tokens are revealed in a fixed order (fixed values: no head), under several cache settings.
 type cacheFixture struct {

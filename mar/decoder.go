@@ -9,7 +9,7 @@ import (
 )
 
 // TokenizerVAEDecoder is the manifest tokenizer kind whose tokens are VAE latents, turned into
-// pixels by an ONNX decoder graph in the pack (scripts/export_mar.py writes one for MAR's
+// pixels by an ONNX decoder graph in the pack (scripts/packs/export_mar.py writes one for MAR's
 // KL-16 VAE). There is no encoder: marspec only generates.
 const TokenizerVAEDecoder = "vae_decoder"
 

@@ -14,7 +14,7 @@ import (
 // DistilledHeadFormat is the only distilled_head format this build reads.
 const DistilledHeadFormat = "marspec-distilled-head/1"
 
-// DistilledHead is a few-step student of the diffusion head (scripts/distill_head.py): a
+// DistilledHead is a few-step student of the diffusion head (scripts/train/distill_head.py): a
 // consistency function that maps a noisy token x_t at training timestep t, with both
 // conditioning vectors and the guidance scale, to the token x0 the teacher's ODE would reach.
 type DistilledHead interface {
@@ -96,7 +96,7 @@ func CheckDistilled(m *Manifest, opt Options) *OptionError {
 	s := m.DistilledHead
 	if s == nil {
 		return &OptionError{"sampler", string(diffusion.Distilled), "ddpm, ddim, dpmpp-2m, dpmpp-2m-sde",
-			"pack " + m.Name + " has no distilled_head (scripts/distill_head.py adds one)"}
+			"pack " + m.Name + " has no distilled_head (scripts/train/distill_head.py adds one)"}
 	}
 	switch {
 	case !slices.Contains(s.Steps, opt.Steps):

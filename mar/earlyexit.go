@@ -8,7 +8,7 @@ import (
 )
 
 // EarlyExit is a target transformer split at an exit depth, with a small trained exit after the
-// first blocks (scripts/early_exit.py; seed 003's early-exit self-draft). The base weights are
+// first blocks (scripts/train/early_exit.py; seed 003's early-exit self-draft). The base weights are
 // the target's own: Draft runs only the first blocks plus the exit, and Rest finishes the
 // same contexts from Draft's hidden states, so a context drafted from and then verified runs
 // every target block once.

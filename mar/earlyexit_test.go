@@ -58,7 +58,7 @@ func TestEarlyExitGraphsMatchTransformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Manifest.EarlyExit == nil {
-		t.Fatalf("the committed target pack has no early_exit entry (scripts/early_exit.py adds it)")
+		t.Fatalf("the committed target pack has no early_exit entry (scripts/train/early_exit.py adds it)")
 	}
 	model, err := p.Open(onnxrt.SessionOptions{IntraOpThreads: 1})
 	if err != nil {

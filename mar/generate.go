@@ -111,7 +111,7 @@ func (m *Model) Validate(opt *Options) error {
 		return err
 	}
 	if opt.Cache.On && m.Cached == nil {
-		return fmt.Errorf("cache: model %s has no cached transformer (transformer_cached.onnx from scripts/cached_transformer.py; fp32 only)", m.Manifest.Name)
+		return fmt.Errorf("cache: model %s has no cached transformer (transformer_cached.onnx from scripts/packs/cached_transformer.py; fp32 only)", m.Manifest.Name)
 	}
 	if opt.Sampler == diffusion.Distilled && m.Distilled == nil {
 		return fmt.Errorf("sampler distilled: model %s has no distilled head loaded", m.Manifest.Name)

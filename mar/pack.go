@@ -49,7 +49,7 @@ type Manifest struct {
 		ClipX0        bool   `json:"clip_x0"`
 	} `json:"diffusion"`
 	Training json.RawMessage `json:"training,omitempty"`
-	// HeadLoop names the optional fused reverse-diffusion graph (scripts/fuse_head.py).
+	// HeadLoop names the optional fused reverse-diffusion graph (scripts/packs/fuse_head.py).
 	HeadLoop *struct {
 		File   string `json:"file"`
 		Format string `json:"format"`
@@ -57,12 +57,12 @@ type Manifest struct {
 	// EarlyExit names the optional early-exit draft graphs (mar/earlyexit.go).
 	EarlyExit *EarlyExitSpec `json:"early_exit,omitempty"`
 	// Precisions names reduced-precision variants of the transformer and head graphs
-	// (mar/precision.go, scripts/quantize_pack.py), by precision name.
+	// (mar/precision.go, scripts/packs/quantize_pack.py), by precision name.
 	Precisions map[string]PrecisionSpec `json:"precisions,omitempty"`
 	// DistilledHead names the optional few-step student head (mar/distilled.go).
 	DistilledHead *DistilledHeadSpec `json:"distilled_head,omitempty"`
 	// Cache names the optional cached transformer graph for caching across AR steps
-	// (mar/cache.go, scripts/cached_transformer.py).
+	// (mar/cache.go, scripts/packs/cached_transformer.py).
 	Cache *CacheSpec `json:"cache,omitempty"`
 	// Settings are the pack's own defaults and named presets, with their provenance
 	// (mar/settings.go); nil in older packs, which get settings derived from the embedded
@@ -301,7 +301,7 @@ func LoadPackDirAt(dir, precision string) (*Pack, error) {
 }
 
 // externalTransformerData holds the transformer's weights when its graph is over 2 GB
-// (scripts/export_mar.py writes it so).
+// (scripts/packs/export_mar.py writes it so).
 const externalTransformerData = "transformer.onnx.data"
 
 // Open builds a runnable model from a pack (ONNX Runtime must be initialised).

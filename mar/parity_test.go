@@ -10,7 +10,7 @@ import (
 	"marspec/onnxrt"
 )
 
-// parityFixture is written by scripts/make_fixtures.py from the checkpoint the embedded target
+// parityFixture is written by scripts/tests/make_fixtures.py from the checkpoint the embedded target
 // pack was exported from.
 type parityFixture struct {
 	TokenDim      int `json:"token_dim"`

@@ -8,7 +8,7 @@ import (
 )
 
 // Precisions a pack's transformer and head can run at. FP32 is the graphs every pack has;
-// Int8 is the dynamically quantised variant scripts/quantize_pack.py adds (docs/model-pack.md).
+// Int8 is the dynamically quantised variant scripts/packs/quantize_pack.py adds (docs/model-pack.md).
 const (
 	FP32 = "fp32"
 	Int8 = "int8"
@@ -18,7 +18,7 @@ const (
 func PrecisionNames() string { return FP32 + ", " + Int8 }
 
 // QuantizeHint says how a pack gets its int8 graphs, for error messages.
-const QuantizeHint = "/usr/bin/python3 scripts/quantize_pack.py PACK adds them"
+const QuantizeHint = "/usr/bin/python3 scripts/packs/quantize_pack.py PACK adds them"
 
 // PrecisionSpec names the graphs of one reduced precision in the pack folder (the manifest's
 // precisions entry). Quantization is the script's free-form record of what it did.

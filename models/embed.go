@@ -1,5 +1,5 @@
-// Package models embeds the default model packs (trained on Fashion-MNIST by scripts/train.py,
-// exported by scripts/export.py; see docs/models.md) so the binary runs with no flags.
+// Package models embeds the default model packs (trained on Fashion-MNIST by scripts/train/train.py,
+// exported by scripts/packs/export.py; see docs/models.md) so the binary runs with no flags.
 package models
 
 import "embed"

@@ -80,7 +80,7 @@ func CheckCUDAProvider(lib string) error {
 		return nil
 	}
 	return fmt.Errorf("--device cuda: %s not found in %s (beside the loaded %s); the CPU build of ONNX Runtime has no CUDA provider: "+
-		"run `bash scripts/setup_ort.sh --gpu` to put ONNX Runtime's GPU build in %s, or pass --ort-lib a libonnxruntime.so with the provider beside it; "+
+		"run `bash scripts/ops/setup_ort.sh --gpu` to put ONNX Runtime's GPU build in %s, or pass --ort-lib a libonnxruntime.so with the provider beside it; "+
 		"or use --device cpu (docs/gpu.md)", strings.Join(missing, " and "), dir, filepath.Base(lib), filepath.Dir(DefaultGPULib))
 }
 

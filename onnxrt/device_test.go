@@ -39,7 +39,7 @@ func TestCheckCUDAProvider(t *testing.T) {
 	}
 	msg := err.Error()
 	for _, want := range []string{cudaProviderLib + " and " + sharedProviderLib + " not found in " + dir,
-		"scripts/setup_ort.sh --gpu", "--ort-lib", "--device cpu", "docs/gpu.md"} {
+		"scripts/ops/setup_ort.sh --gpu", "--ort-lib", "--device cpu", "docs/gpu.md"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q lacks %q", msg, want)
 		}

@@ -14,10 +14,10 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 )
 
-// DefaultLib is where `make setup` (scripts/setup_ort.sh) puts ONNX Runtime's CPU build.
+// DefaultLib is where `make setup` (scripts/ops/setup_ort.sh) puts ONNX Runtime's CPU build.
 const DefaultLib = "third_party/onnxruntime/libonnxruntime.so"
 
-// DefaultGPULib is where `scripts/setup_ort.sh --gpu` puts ONNX Runtime's build that has the
+// DefaultGPULib is where `scripts/ops/setup_ort.sh --gpu` puts ONNX Runtime's build that has the
 // CUDA provider beside it (docs/gpu.md). A CUDA device looks here before DefaultLib.
 const DefaultGPULib = "third_party/onnxruntime-gpu/libonnxruntime.so"
 

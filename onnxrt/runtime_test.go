@@ -8,12 +8,12 @@ import (
 )
 
 // needRuntime loads the repository's copy of ONNX Runtime, skipping the test when
-// scripts/setup_ort.sh (make setup) has not fetched it yet.
+// scripts/ops/setup_ort.sh (make setup) has not fetched it yet.
 func needRuntime(t *testing.T) {
 	t.Helper()
 	lib := filepath.Join("..", DefaultLib)
 	if _, err := os.Stat(lib); err != nil {
-		t.Skipf("%s is absent: run `make setup` (bash scripts/setup_ort.sh) to run this test", lib)
+		t.Skipf("%s is absent: run `make setup` (bash scripts/ops/setup_ort.sh) to run this test", lib)
 	}
 	if err := Init(lib, CPU); err != nil {
 		t.Fatal(err)

@@ -23,11 +23,15 @@ var (
 )
 
 // Job is a validated plan to run. Done lists images already made (a resumed job): they are
-// skipped and count as progress.
+// skipped and count as progress. Jobs take free slots in Rank order.
 type Job struct {
 	ID   string
 	Plan generation.Plan
 	Done map[int]bool
+	// Rank orders the queue: earlier runs first (queueorder.go); zero for every job is FIFO.
+	Rank time.Time
+	// Deadline, if set, is when the job fails unless it has started (ErrQueueDeadline).
+	Deadline time.Time
 }
 
 // Sink receives what happens to jobs, from the worker goroutines. Image must store the image
@@ -122,7 +126,7 @@ func (s *Scheduler) submit(job Job, bounded bool) error {
 		s.wg.Add(1)
 		go w.run()
 	}
-	w.pending = append(w.pending, r)
+	w.pending = byRank(w.pending, r)
 	w.poke()
 	return nil
 }

@@ -18,7 +18,7 @@ type worker struct {
 	s       *Scheduler
 	key     string
 	wake    chan struct{}
-	pending []*running // jobs with images to run, in arrival order; guarded by s.mu
+	pending []*running // jobs with images to run, in rank order (queueorder.go); guarded by s.mu
 	eng     engine
 	notes   []note // for the sink, in order; guarded by s.mu
 }
@@ -114,11 +114,13 @@ func (w *worker) run() {
 	}
 }
 
-// admit ends cancelled jobs and lets images join while the batch has room.
+// admit ends cancelled jobs and those past their queue deadline, and lets images join, in
+// rank order, while the batch has room.
 func (w *worker) admit() error {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
 	keep := w.pending[:0]
 	for _, r := range w.pending {
 		if r.cancelled {
@@ -126,6 +128,10 @@ func (w *worker) admit() error {
 				w.eng.remove(r.job.ID)
 			}
 			w.end(r, ErrCancelled)
+			continue
+		}
+		if r.expired(now) {
+			w.end(r, ErrQueueDeadline)
 			continue
 		}
 		keep = append(keep, r)

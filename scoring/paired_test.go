@@ -32,7 +32,7 @@ func writeFakeRun(t *testing.T, seed, refSeed uint64, cfg float64, reference str
 	return dir
 }
 
-// Two seeds as scripts/frontier_samplers.sh runs them: seed 1 holds the reference (also drawn
+// Two seeds as scripts/bench/frontier_samplers.sh runs them: seed 1 holds the reference (also drawn
 // again at seed 2), seed 2 does not; every configuration's paired difference uses the
 // reference's FID at its own seed, speeds come from the run holding the reference.
 func TestPairedAcrossSeeds(t *testing.T) {

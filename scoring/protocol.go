@@ -47,7 +47,7 @@ func ResolveProtocol(name string, man *mar.Manifest, pack string, s *Settings, n
 	}
 	set := man.Settings
 	if set == nil || set.EvaluationPreset == "" {
-		return p, fmt.Errorf("--protocol %s: pack %s has no evaluation_preset in its manifest's settings (scripts/export_mar.py writes MAR's published one; docs/model-pack.md)", name, pack)
+		return p, fmt.Errorf("--protocol %s: pack %s has no evaluation_preset in its manifest's settings (scripts/packs/export_mar.py writes MAR's published one; docs/model-pack.md)", name, pack)
 	}
 	p.Preset = set.EvaluationPreset
 	pre := set.Presets[p.Preset]
@@ -112,7 +112,7 @@ func (p Protocol) Print(w io.Writer, s Settings, evaluator, reference string) {
 		fmt.Fprintf(w, "  %d images are not a whole number per class; the protocol's %d are\n", s.N, p.Full)
 	}
 	if !strings.Contains(strings.ToLower(evaluator), "inception") {
-		fmt.Fprintf(w, "  note: the protocol scores with the Inception evaluator (scripts/export_inception.py) against ADM's reference batch; %s is another evaluator\n", evaluator)
+		fmt.Fprintf(w, "  note: the protocol scores with the Inception evaluator (scripts/packs/export_inception.py) against ADM's reference batch; %s is another evaluator\n", evaluator)
 	}
 }
 
@@ -127,7 +127,7 @@ func ApplyProtocol(name string, s *Settings, given []string, evaluator, referenc
 	}
 	switch {
 	case !set["evaluator"]:
-		return fmt.Errorf("--evaluator: protocol %s scores with the Inception evaluator (scripts/export_inception.py); give its folder", name)
+		return fmt.Errorf("--evaluator: protocol %s scores with the Inception evaluator (scripts/packs/export_inception.py); give its folder", name)
 	case !set["reference"]:
 		return fmt.Errorf("--reference: protocol %s scores against ADM's reference batch (VIRTUAL_imagenet256_labeled.npz); give it", name)
 	}

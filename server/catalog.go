@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -21,12 +22,17 @@ func (s *Server) image(c *gin.Context) {
 		s.fail(c, &generation.FieldError{Field: "id", Value: strconv.Quote(truncate(file)), Allowed: "JOBID-INDEX.png", Reason: "malformed image name"})
 		return
 	}
-	data, err := s.store.ImagePNG(strings.TrimSuffix(file, ".png"))
+	id := strings.TrimSuffix(file, ".png")
+	j, err := s.visibleJob(c, imageFile.FindStringSubmatch(file)[1]) // another key's, or expired: 404
+	var data []byte
+	if err == nil {
+		data, err = s.store.ImagePNG(id)
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.Header("Cache-Control", "public, max-age=31536000, immutable") // an image id never changes content
+	c.Header("Cache-Control", s.cacheControl(365*24*time.Hour, j.ExpiresAt())+", immutable") // an image id never changes content
 	c.Data(http.StatusOK, "image/png", data)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"marspec/mar"
 	"marspec/onnxrt"
+	"marspec/store"
 )
 
 // Config is every setting of the service, read in one place: each has a flag and a MARSPEC_*
@@ -40,6 +41,19 @@ type Config struct {
 	Drain        time.Duration // at shutdown, how long running jobs may go on finishing
 	CrossBatch   bool          // merge concurrent requests into one batch (off: one request per batch, to measure)
 	Lease        time.Duration // with a shared store, how long a replica owns a job without renewing
+
+	// priorities, queue deadlines and webhooks (config_hosted.go, docs/api.md)
+	PriorityAging   time.Duration // the waiting time one priority level is worth
+	QueueTimeout    time.Duration // a request's queue_timeout when it gives none (0: none)
+	MaxQueueTimeout time.Duration // the longest queue_timeout a request may ask
+	WebhookSecret   string        // signs webhook calls; comma-separated while rotating (the first is current); empty: no webhooks
+	WebhookHosts    string        // hosts a webhook may call (comma-separated; empty: any public address)
+	WebhookAttempts int           // tries per webhook event before giving up
+	WebhookTimeout  time.Duration // how long one try may take
+
+	KeysFile string        // named API keys with their limits (keys.go); read by Check into APIKeys
+	APIKeys  []APIKey      // the keys of KeysFile (tests set them directly)
+	Retain   time.Duration // how long a finished job is kept by default, and at most (retention.go); 0: forever
 }
 
 // Bind registers the flags on fs; their defaults come from MARSPEC_* variables when set.
@@ -91,7 +105,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 		errs = append(errs, fmt.Errorf("$MARSPEC_ORT_TUNING: %v", err))
 	}
 	fs.Var(&c.ORTTuning, "ort-tuning", onnxrt.TuningHelp+" ($MARSPEC_ORT_TUNING)")
-	s(&c.Precision, "precision", "PRECISION", mar.FP32, "transformer and head weights: "+mar.PrecisionNames()+" (int8: the packs' quantised graphs, scripts/quantize_pack.py)")
+	s(&c.Precision, "precision", "PRECISION", mar.FP32, "transformer and head weights: "+mar.PrecisionNames()+" (int8: the packs' quantised graphs, scripts/packs/quantize_pack.py)")
 	n(&c.QueueSize, "queue", "QUEUE", 64, "jobs accepted and not finished; more get 503")
 	n(&c.MaxBatch, "max-batch", "MAX_BATCH", 32, "images in flight per engine group")
 	n(&c.MaxImages, "max-images", "MAX_IMAGES", 256, "images per request")
@@ -122,7 +136,17 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 	}
 	d(&c.Drain, "drain", "DRAIN", 10*time.Second, "at SIGINT/SIGTERM, time for running jobs to finish; the rest resume on the next start")
 	b(&c.CrossBatch, "cross-batch", "CROSS_BATCH", true, "merge concurrent requests into one running batch (false: one request per batch)")
+	s(&c.KeysFile, "keys", "KEYS", "", "JSON file of named API keys with their rate and in-flight limits (docs/api.md, \"Keys\"); empty: --token alone, or open")
+	d(&c.Retain, "retain", "RETAIN", 0, "how long finished jobs and their images are kept, and the most a request's expires_in may ask (0: forever)")
 	d(&c.Lease, "lease", "LEASE", 10*time.Second, "with a PostgreSQL --store, how long a replica owns a job without renewing it (renewed every third); a killed replica's jobs move after it")
+	d(&c.PriorityAging, "priority-aging", "PRIORITY_AGING", store.DefaultPriorityAging, "the waiting time one priority level is worth: a job is queued as if it came priority x this earlier, so it is passed only by jobs arriving less than 20 x this after it")
+	d(&c.QueueTimeout, "queue-timeout", "QUEUE_TIMEOUT", 0, "a job not started this long after it was accepted fails (queue_deadline_exceeded), unless its request sets queue_timeout; 0 = no deadline")
+	d(&c.MaxQueueTimeout, "max-queue-timeout", "MAX_QUEUE_TIMEOUT", 24*time.Hour, "the longest queue_timeout a request may ask for")
+	c.WebhookSecret, _ = lookup("MARSPEC_WEBHOOK_SECRET")
+	fs.Var((*secret)(&c.WebhookSecret), "webhook-secret", "signs webhook calls (HMAC-SHA256; NEW,OLD while rotating: both signatures are sent); empty = requests with a webhook get 400 ($MARSPEC_WEBHOOK_SECRET)")
+	s(&c.WebhookHosts, "webhook-hosts", "WEBHOOK_HOSTS", "", "hosts webhooks may call: HOST, *.DOMAIN, either with :PORT, comma-separated; empty = any host whose addresses are all public")
+	n(&c.WebhookAttempts, "webhook-attempts", "WEBHOOK_ATTEMPTS", 10, "tries per webhook event (backoff 1s doubling to 10m, jittered) before it is given up")
+	d(&c.WebhookTimeout, "webhook-timeout", "WEBHOOK_TIMEOUT", 10*time.Second, "how long one webhook try may take; no 2xx by then is a failed try")
 	return errors.Join(errs...)
 }
 
@@ -148,6 +172,14 @@ func (c *Config) Check() error {
 		return fmt.Errorf("--lease %s out of range (allowed: 300ms to 1h)", c.Lease)
 	case c.DataDir == "":
 		return errors.New("--data-dir must not be empty")
+	case c.Retain < 0 || c.Retain > maxRetain:
+		return fmt.Errorf("--retain %s out of range (allowed: 0, forever, up to %s)", c.Retain, maxRetain)
+	}
+	if err := c.loadKeys(); err != nil {
+		return err
+	}
+	if err := c.checkHosted(); err != nil {
+		return err
 	}
 	return checkStoreURLs(c)
 }

@@ -7,6 +7,7 @@ import (
 	"marspec/api"
 	"marspec/generation"
 	"marspec/scheduler"
+	"marspec/store"
 )
 
 // Where a new job goes: to this server's scheduler, or (shared store) to the shared queue,
@@ -36,14 +37,15 @@ func (s *Server) roomForJob() error {
 
 // enqueue hands a stored job to the scheduler, or tells the replicas it waits in the shared
 // queue. A job the scheduler refuses is deleted again.
-func (s *Server) enqueue(id string, plan generation.Plan) error {
+func (s *Server) enqueue(job store.Job, plan generation.Plan) error {
+	id := job.ID
 	if s.rep != nil {
 		s.rep.poke()
 		s.rep.send(message{Kind: "queued"})
 		return nil
 	}
 	s.hub.track(id, plan, 0, 0)
-	if err := s.sched.Submit(scheduler.Job{ID: id, Plan: plan}); err != nil {
+	if err := s.sched.Submit(s.schedulerJob(job, plan, nil)); err != nil {
 		s.hub.forget(id)
 		if derr := s.store.DeleteJob(id); derr != nil {
 			s.log.Error("store: dropping refused job", "id", id, "err", derr)

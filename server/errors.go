@@ -40,12 +40,16 @@ func badField(field, msg string) error {
 func statusOf(err error) int {
 	var tooBig *http.MaxBytesError
 	switch {
+	case errors.Is(err, errIdempotencyConflict): // before ErrInvalid: it names its field too
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, generation.ErrInvalid):
 		return http.StatusBadRequest
 	case errors.As(err, &tooBig):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errUnauthorized):
 		return http.StatusUnauthorized
+	case errors.As(err, new(*limitError)):
+		return http.StatusTooManyRequests
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, errNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, errConflict), errors.Is(err, scheduler.ErrDuplicate):
@@ -64,6 +68,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	body := api.ErrorBody{Error: err.Error(), Field: generation.Field(err)}
 	var tooBig *http.MaxBytesError
 	var down *store.UnavailableError
+	var limited *limitError
 	switch {
 	case code == http.StatusInternalServerError:
 		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
@@ -72,6 +77,9 @@ func (s *Server) fail(c *gin.Context, err error) {
 		s.log.Warn("request met a store outage", "method", c.Request.Method, "path", c.Request.URL.Path, "err", down.Detail())
 		body = api.ErrorBody{Error: down.Error()}
 		c.Header("Retry-After", strconv.Itoa(max(1, int(s.cfg.RetryAfter.Seconds()))))
+	case errors.As(err, &limited):
+		body.Limit = limited.limit
+		c.Header("Retry-After", retrySeconds(limited.retry))
 	case code == http.StatusServiceUnavailable:
 		c.Header("Retry-After", strconv.Itoa(max(1, int(s.cfg.RetryAfter.Seconds()))))
 	case errors.As(err, &tooBig):

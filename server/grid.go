@@ -6,6 +6,7 @@ import (
 	"image"
 	"image/png"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -49,7 +50,7 @@ func (s *Server) grid(c *gin.Context) {
 		return
 	}
 	if g.Status == api.StatusSucceeded { // a finished job's grid never changes
-		c.Header("Cache-Control", "public, max-age=86400")
+		c.Header("Cache-Control", s.cacheControl(24*time.Hour, g.ExpiresAt))
 	}
 	c.Header("Content-Disposition", fmt.Sprintf(`inline; filename="%s-grid.png"`, id))
 	c.Data(http.StatusOK, "image/png", data)

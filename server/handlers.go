@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/google/uuid"
 
 	"marspec/api"
 	"marspec/generation"
@@ -24,34 +23,32 @@ func (s *Server) create(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	var replayed bool
 	var req api.GenerateRequest
 	if err := decodeStrict(c.Request, &req); err != nil {
 		s.fail(c, err)
 		return
 	}
 	plan, err := generation.Validate(req, s.cat)
+	if err == nil {
+		err = s.checkHostedFields(&req)
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	seed := plan.Options.Seed
-	req.Seed = &seed // stored so the job runs the same again (resume)
-	id := uuid.NewString()
-	job := store.Job{ID: id, Created: time.Now().UTC(), Status: api.StatusQueued, Request: req, Settings: plan.Settings()}
-	// Refuse before storing when the queue is full, then store before submitting so a job the
-	// scheduler may start is always on disk (a crash right after still finds it).
-	if err := s.roomForJob(); err != nil {
+	job, err := s.newJob(c, req, plan) // owner, Idempotency-Key, retention; the seed filled in
+	if err == nil {
+		job, replayed, err = s.admit(c, job) // stored, or the job its Idempotency-Key made
+	}
+	if err == nil && !replayed {
+		err = s.enqueue(job, plan)
+	}
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if err := s.store.CreateJob(job); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := s.enqueue(id, plan); err != nil {
-		s.fail(c, err)
-		return
-	}
+	id := job.ID
 	c.Header("Location", "/v1/generations/"+id)
 	if wait > 0 {
 		s.await(c.Request.Context(), id, wait)
@@ -83,6 +80,9 @@ func (s *Server) jobFromPath(c *gin.Context) (g api.Generation, ok bool) {
 	id, err := jobID(c)
 	if err == nil {
 		g, err = s.view(id)
+	}
+	if err == nil {
+		err = s.visible(c, g.ID, g.Key, g.ExpiresAt) // another key's, or expired: 404
 	}
 	if err != nil {
 		s.fail(c, err)
@@ -126,6 +126,10 @@ func (s *Server) list(c *gin.Context) {
 	case "", api.StatusQueued, api.StatusRunning, api.StatusSucceeded, api.StatusFailed, api.StatusCancelled:
 	default:
 		s.fail(c, &generation.FieldError{Field: "status", Value: strconv.Quote(f.Status), Allowed: "queued, running, succeeded, failed, cancelled", Reason: "unknown"})
+		return
+	}
+	if err := s.scopeList(c, &f); err != nil { // the caller's key's jobs, none expired
+		s.fail(c, err)
 		return
 	}
 	after, byCursor := c.GetQuery("after")
@@ -181,7 +185,10 @@ func (s *Server) page(f store.Filter, limit, offset int, byCursor bool, after st
 // remove cancels a queued or running job (202), or deletes a finished one and its images (204).
 func (s *Server) remove(c *gin.Context) {
 	id, err := jobID(c)
-	if err != nil {
+	if err == nil {
+		_, err = s.visibleJob(c, id) // another key's, or expired: 404 (no record: handled below)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.fail(c, err)
 		return
 	}

@@ -151,6 +151,7 @@ func (h *hub) Started(id string, at time.Time) {
 	if err := h.s.persist(id, func() error { return h.setRunning(id, at) }); err != nil {
 		h.s.log.Error("store: job running", "id", id, "err", detail(err))
 	}
+	h.s.hooks.poke() // its "started" webhook, if it asked for one
 }
 
 // setRunning marks the job running: with a shared store only while this run holds it (a lost
@@ -252,6 +253,9 @@ func (h *hub) Finished(id string, err error) {
 	switch {
 	case errors.Is(err, scheduler.ErrCancelled):
 		status, reason = api.StatusCancelled, cancelReason
+	case errors.Is(err, scheduler.ErrQueueDeadline):
+		status, reason = api.StatusFailed, store.QueueDeadlineReason
+		h.s.log.Info("job failed: not started before its queue deadline", "id", id)
 	case interrupted(err):
 		status = ""
 		h.s.log.Warn("job interrupted by a store outage; it runs again when the store is back", "id", id, "err", detail(err))
@@ -267,6 +271,7 @@ func (h *hub) Finished(id string, err error) {
 	if serr != nil {
 		h.s.log.Error("store: job finished", "id", id, "err", detail(serr))
 	}
+	h.s.hooks.poke()
 	if h.s.rep != nil {
 		defer h.s.rep.ended(id, recorded)
 	}

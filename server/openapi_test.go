@@ -87,3 +87,41 @@ func TestOpenAPIRequestFields(t *testing.T) {
 		t.Errorf("GenerateRequest fields\n spec: %v\n   Go: %v", inSpec, inGo)
 	}
 }
+
+// The schemas of the answers list exactly the JSON fields of their Go types (fields tagged
+// "-", such as Generation.Replayed, are the client's own).
+func TestOpenAPIAnswerFields(t *testing.T) {
+	doc := loadOpenAPI(t)
+	for schema, v := range map[string]any{"Generation": api.Generation{}, "Error": api.ErrorBody{}, "Key": api.Key{}, "Keys": api.Keys{},
+		"Webhook": api.Webhook{}, "WebhookDelivery": api.WebhookDelivery{}, "WebhookPayload": api.WebhookPayload{}} {
+		var inSpec, inGo []string
+		for name := range doc.Components.Schemas[schema].Properties {
+			inSpec = append(inSpec, name)
+		}
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			if name := strings.Split(typ.Field(i).Tag.Get("json"), ",")[0]; name != "-" {
+				inGo = append(inGo, name)
+			}
+		}
+		slices.Sort(inSpec)
+		slices.Sort(inGo)
+		if !slices.Equal(inSpec, inGo) {
+			t.Errorf("%s fields\n spec: %v\n   Go: %v", schema, inSpec, inGo)
+		}
+	}
+	var post struct {
+		Parameters []struct{ Name, In string } `json:"parameters"`
+		Responses  map[string]json.RawMessage  `json:"responses"`
+	}
+	if err := json.Unmarshal(doc.Paths["/v1/generations"]["post"], &post); err != nil {
+		t.Fatal(err)
+	}
+	header := false
+	for _, p := range post.Parameters {
+		header = header || (p.Name == idempotencyHeader && p.In == "header")
+	}
+	if !header || post.Responses["422"] == nil || post.Responses["429"] == nil {
+		t.Errorf("POST /v1/generations does not describe the Idempotency-Key header (%v) or its 422 and 429", header)
+	}
+}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"crypto/subtle"
 	_ "embed"
 	"log/slog"
 	"net/http"
@@ -33,15 +32,16 @@ func (s *Server) routes() http.Handler {
 			" not allowed here (allowed: " + strings.Join(allowed, ", ") + ")"})
 	})
 
-	v1 := r.Group("/v1")
+	v1 := r.Group("/v1", s.identify)
 	v1.POST("/generations", s.auth, s.create)
 	v1.GET("/generations", s.list)
 	v1.GET("/generations/:id", s.get)
 	v1.GET("/generations/:id/events", s.events)
-	v1.GET("/generations/:id/grid.png", s.grid)
+	v1.GET("/generations/:id/grid.png", s.ret.tracked, s.grid)
 	v1.DELETE("/generations/:id", s.auth, s.remove)
-	v1.GET("/images/:file", s.image)
+	v1.GET("/images/:file", s.ret.tracked, s.image)
 	v1.GET("/models", s.models)
+	v1.GET("/keys", s.listKeys)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)
 	r.GET("/metrics", gin.WrapH(s.metrics.handler()))
@@ -85,17 +85,6 @@ func (s *Server) limitBody(c *gin.Context) {
 		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.BodyLimit)
 	}
 	c.Next()
-}
-
-// auth guards the routes that change state when a token is configured.
-func (s *Server) auth(c *gin.Context) {
-	if s.cfg.Token == "" {
-		return
-	}
-	want := "Bearer " + s.cfg.Token
-	if subtle.ConstantTimeCompare([]byte(c.GetHeader("Authorization")), []byte(want)) != 1 {
-		s.fail(c, errUnauthorized)
-	}
 }
 
 func (s *Server) ready(c *gin.Context) {

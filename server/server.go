@@ -28,10 +28,14 @@ type Server struct {
 	hub      *hub
 	rep      *replica // set when the store is shared with other replicas (store.Queue)
 	metrics  *metrics
+	keys     *keyring   // named API keys and --token (keys.go); none: open
+	ret      *retention // the sweep of expired jobs and the reads it waits for (retention.go)
 	log      *slog.Logger
 	ui       fs.FS
 	handler  http.Handler
 	stopping atomic.Bool
+	bg       *background // the deadline sweep and the webhook deliverer (background.go)
+	hooks    *deliverer  // nil: webhooks are off (no --webhook-secret)
 	// afterImage, if set (tests), runs after an image is stored, in the worker goroutine: a
 	// test holds a job mid-run with it.
 	afterImage func(job string, index int)
@@ -54,16 +58,24 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s := &Server{cfg: cfg, cat: d.Catalog, store: d.Store, ui: d.UI, log: log}
 	s.metrics = newMetrics()
+	s.keys = newKeyring(cfg, newKeyMetrics(s.metrics.reg))
+	s.ret = newRetention(s)
 	s.hub = newHub(s)
 	s.sched = scheduler.New(scheduler.Config{Models: d.Models, Sink: s.hub, QueueSize: cfg.QueueSize, MaxBatch: cfg.MaxBatch,
 		Isolate: !cfg.CrossBatch, OnStep: func(_ string, n int) { s.metrics.batch.Observe(float64(n)) }})
 	s.metrics.queueDepth(s.sched.Depth)
 	s.handler = s.routes()
 	if q, ok := d.Store.Meta.(store.Queue); ok {
+		if dl, ok := q.(store.Deadlines); ok {
+			dl.SetPriorityAging(cfg.PriorityAging)
+		}
 		s.rep = newReplica(s, q, cfg.Lease)
 		s.metrics.queueWaiting(q.Waiting)
 		s.rep.start()
 	}
+	s.hooks = newDeliverer(s)
+	s.startBackground()
+	s.ret.start()
 	return s
 }
 
@@ -142,7 +154,7 @@ func (s *Server) readmit(j store.Job, requeue bool) error {
 		}
 	}
 	s.hub.track(j.ID, plan, len(imgs), j.Attempt)
-	if err := s.sched.Readmit(scheduler.Job{ID: j.ID, Plan: plan, Done: done}); err != nil {
+	if err := s.sched.Readmit(s.schedulerJob(j, plan, done)); err != nil {
 		s.hub.forget(j.ID)
 		return err
 	}
@@ -181,6 +193,8 @@ wait:
 		s.rep.giveBack()
 		err = errors.Join(err, s.rep.halt(ctx)) // its own words: the workers may have stopped in time
 	}
+	s.bg.halt() // after the workers: a run's last event is recorded; its delivery waits in the outbox
 	s.hub.closeAll()
+	s.ret.stop()
 	return err
 }

@@ -25,6 +25,9 @@ func (s *Server) events(c *gin.Context) {
 	ch, done, unsubscribe := s.hub.subscribe(id) // before reading the state: no event falls in between
 	defer unsubscribe()
 	g, err := s.view(id)
+	if err == nil {
+		err = s.visible(c, g.ID, g.Key, g.ExpiresAt) // another key's, or expired: 404
+	}
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -17,7 +17,8 @@ func (s *Server) view(id string) (api.Generation, error) {
 	if err != nil {
 		return api.Generation{}, err
 	}
-	return s.wire(j, imgs), nil
+	g := s.wire(j, imgs)
+	return g, s.addDeliveries(&g)
 }
 
 // wire is a stored job as the API shows it: images, overall alpha and progress (live while
@@ -27,9 +28,11 @@ func (s *Server) wire(j store.Job, imgs []store.Image) api.Generation {
 		Settings: j.Settings, Images: []api.Image{},
 		Links: api.Links{Self: "/v1/generations/" + j.ID, Events: "/v1/generations/" + j.ID + "/events",
 			Grid: "/v1/generations/" + j.ID + "/grid.png"}}
+	wireRetention(&g, j)
 	if j.Started != nil && j.Finished != nil {
 		g.Seconds = j.Finished.Sub(*j.Started).Seconds()
 	}
+	wireHosted(&g, j)
 	drafted, accepted := 0, 0
 	for _, im := range imgs {
 		g.Images = append(g.Images, wireImage(im))

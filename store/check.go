@@ -19,8 +19,12 @@ import (
 type Orphans struct {
 	ObjectsWithoutRecord []string
 	RecordsWithoutObject []string
-	JobsChecked          int
-	ObjectsChecked       int
+	// Expired are finished jobs past their retention, which the sweep has not removed yet (or
+	// removed in part: their objects first). Their objects and records are no orphans; the
+	// repair finishes their removal, as the sweep would.
+	Expired        []string
+	JobsChecked    int
+	ObjectsChecked int
 }
 
 // checkPage is how many jobs the check reads at a time (by cursor: no page grows).
@@ -32,6 +36,7 @@ func (s *Store) Check() (Orphans, error) {
 	recorded := map[string]string{} // blob key -> image id, of finished jobs
 	busy := map[string]bool{}       // jobs whose objects may be ahead of their records
 	known := map[string]bool{}
+	now := time.Now()
 	cur := Cursor{Created: time.Unix(0, math.MaxInt64)}
 	for {
 		jobs, err := s.After(Filter{}, checkPage, cur)
@@ -46,6 +51,9 @@ func (s *Store) Check() (Orphans, error) {
 			ids[i], known[j.ID] = j.ID, true
 			if j.Status == api.StatusQueued || j.Status == api.StatusRunning {
 				busy[j.ID] = true
+			}
+			if j.ExpiredAt(now) {
+				o.Expired, busy[j.ID] = append(o.Expired, j.ID), true // left out like a busy job: the sweep's
 			}
 		}
 		imgs, err := s.ImagesOf(ids)
@@ -83,11 +91,16 @@ func (s *Store) Check() (Orphans, error) {
 	return o, nil
 }
 
-// Repair removes the objects without a record, and the records without an object with their
+// Repair removes expired jobs (as the sweep does), the objects without a record, and the records without an object with their
 // jobs put back to the queue: the missing images are made again (the same bytes: images are
 // deterministic) when a server claims or resumes the job.
 func (s *Store) Repair(o Orphans) error {
 	var errs []error
+	for _, id := range o.Expired {
+		if err := s.DeleteJob(id); err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, err)
+		}
+	}
 	for _, key := range o.ObjectsWithoutRecord {
 		if err := s.Blobs.Delete(key); err != nil && !errors.Is(err, ErrNotFound) {
 			errs = append(errs, err)

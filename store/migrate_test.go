@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -39,5 +42,22 @@ func TestPostgresMigrations(t *testing.T) {
 	}
 	if _, err := OpenPostgres(dsn); err == nil || !strings.Contains(err.Error(), "schema version 999") {
 		t.Fatalf("a newer schema: %v", err)
+	}
+}
+
+// migrate records a file's position in the sorted list as its version, so the numbers in the
+// names must run 1, 2, 3 ... without a gap or a repeat: two branches that each added "their"
+// next number would otherwise record a database's version wrongly once merged.
+func TestMigrationFilesNumberedByPosition(t *testing.T) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		want := fmt.Sprintf("migrations/%03d_", i+1)
+		if !strings.HasPrefix(name, want) {
+			t.Errorf("migration %d is %s: name it %s...", i+1, name, want)
+		}
 	}
 }

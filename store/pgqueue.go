@@ -28,9 +28,12 @@ func (p *Postgres) Claim(owner string, lease time.Duration, reason string) (Job,
 		WHERE cancel_requested AND `+claimable, api.StatusCancelled, reason, time.Now().UnixNano()); err != nil {
 		return Job{}, false, dbErr(err)
 	}
+	if _, err := p.ExpireQueued(time.Now(), QueueDeadlineReason); err != nil {
+		return Job{}, false, err
+	}
 	j, err := scanPgJob(p.pool.QueryRow(ctx, `UPDATE jobs SET owner = $1, lease_until = now() + $2::interval, attempt = attempt + 1
-		WHERE id = (SELECT id FROM jobs WHERE `+claimable+` ORDER BY created, id LIMIT 1 FOR UPDATE SKIP LOCKED) AND `+claimable+`
-		RETURNING `+pgJobCols, owner, lease))
+		WHERE id = (SELECT id FROM jobs WHERE `+claimable+` ORDER BY `+claimOrder+` LIMIT 1 FOR UPDATE SKIP LOCKED) AND `+claimable+`
+		RETURNING `+pgJobCols, owner, lease, p.agingNanos()))
 	if errors.Is(err, ErrNotFound) {
 		return Job{}, false, nil
 	}

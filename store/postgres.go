@@ -5,16 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"marspec/api"
 )
 
 // Postgres is a Meta that several replicas share, and their Queue (queue.go).
-type Postgres struct{ pool *pgxpool.Pool }
+type Postgres struct {
+	pool  *pgxpool.Pool
+	aging atomic.Int64 // nanoseconds one priority level is worth when claiming (pgdeadline.go); 0: DefaultPriorityAging
+}
 
 // opTimeout bounds one statement: Meta has no context, and an unreachable database must fail
 // the call (and so the job or the request, with the reason) rather than hang it.
@@ -68,22 +73,34 @@ func (p *Postgres) exec(sql string, args ...any) (int64, error) {
 
 // CreateJob stores a new job.
 func (p *Postgres) CreateJob(j Job) error {
+	ctx, cancel := opCtx()
+	defer cancel()
+	_, err := pgInsertJob(ctx, p.pool, j, "")
+	return err
+}
+
+// pgInsertJob inserts j through the pool or a transaction, with an ON CONFLICT clause or
+// none, and says how many rows it inserted (Admit: 0 when another job holds its
+// Idempotency-Key).
+func pgInsertJob(ctx context.Context, db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, j Job, onConflict string) (int64, error) {
 	req, err := json.Marshal(j.Request)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	set, err := json.Marshal(j.Settings)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	classes := j.Settings.Classes
 	if classes == nil {
 		classes = []int{}
 	}
-	_, err = p.exec(`INSERT INTO jobs (id, created, status, error, started, finished, mode, classes, request, settings)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, j.ID, j.Created.UnixNano(), j.Status, j.Error, nanos(j.Started),
-		nanos(j.Finished), j.Settings.Mode, classes, string(req), string(set))
-	return err
+	tag, err := db.Exec(ctx, `INSERT INTO jobs (id, created, status, error, started, finished, mode, classes, request, settings, `+hostedCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`+onConflict, append([]any{j.ID, j.Created.UnixNano(), j.Status, j.Error, nanos(j.Started),
+		nanos(j.Finished), j.Settings.Mode, classes, string(req), string(set)}, hostedArgs(j)...)...)
+	return tag.RowsAffected(), dbErr(err)
 }
 
 // SetRunning marks a job running from at, keeping the first start.
@@ -113,7 +130,7 @@ func (p *Postgres) Requeue(id string) error {
 	return err
 }
 
-const pgJobCols = `id, created, status, error, started, finished, request::text, settings::text, attempt, cancel_requested`
+const pgJobCols = `id, created, status, error, started, finished, request::text, settings::text, attempt, cancel_requested, ` + hostedCols
 
 // scanPgJob decodes a job; extra receives columns selected after the job's.
 func scanPgJob(row pgx.Row, extra ...any) (Job, error) {
@@ -121,7 +138,7 @@ func scanPgJob(row pgx.Row, extra ...any) (Job, error) {
 	var created int64
 	var started, finished *int64
 	var req, set string
-	if err := row.Scan(append([]any{&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set, &j.Attempt, &j.CancelAsked}, extra...)...); err != nil {
+	if err := row.Scan(append(append([]any{&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set, &j.Attempt, &j.CancelAsked}, hostedDest(&j)...), extra...)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return j, ErrNotFound
 		}
@@ -211,6 +228,7 @@ func pgFilter(f Filter) (string, []any) {
 		args = append(args, f.Status)
 		cond += fmt.Sprintf(` AND status = $%d`, len(args))
 	}
+	cond, args = pgHostedFilter(f, cond, args)
 	return cond, args
 }
 

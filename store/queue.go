@@ -15,10 +15,11 @@ import (
 //
 // SQLite does not implement Queue: one process owns the file, and resumes at start.
 type Queue interface {
-	// Claim takes the oldest job that is queued, or whose owner's lease ran out, and makes
-	// owner its owner for lease, as a new attempt (Job.Attempt); ok is false when there is
-	// none. A job whose cancellation was asked while it had no live owner is ended as
-	// cancelled (reason) instead.
+	// Claim takes the first job (by priority aged by its wait: QueueRank) that is queued, or
+	// whose owner's lease ran out, and makes owner its owner for lease, as a new attempt
+	// (Job.Attempt); ok is false when there is none. A job whose cancellation was asked while
+	// it had no live owner is ended as cancelled (reason) instead, and one past its queue
+	// deadline that never started fails (Deadlines).
 	Claim(owner string, lease time.Duration, reason string) (j Job, ok bool, err error)
 	// Renew extends owner's lease on the jobs it holds (id → attempt). lost are the ids it no
 	// longer holds (ended, or claimed again, by another or by itself as a later attempt);

@@ -46,6 +46,12 @@ func OpenSQLite(path string) (*SQLite, error) {
 	if err == nil && has == 0 {
 		_, err = db.Exec(`ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0`)
 	}
+	if err == nil {
+		err = addHostedColumns(db)
+	}
+	if err == nil {
+		err = addWebhookOutbox(db)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("database %s: %w", path, err)
@@ -78,7 +84,12 @@ func classList(classes []int) string {
 }
 
 // CreateJob stores a new job.
-func (s *SQLite) CreateJob(j Job) error {
+func (s *SQLite) CreateJob(j Job) error { return sqliteInsertJob(s.db, j) }
+
+// sqliteInsertJob inserts j through db or a transaction (Admit).
+func sqliteInsertJob(db interface {
+	Exec(query string, args ...any) (sql.Result, error)
+}, j Job) error {
 	req, err := json.Marshal(j.Request)
 	if err != nil {
 		return err
@@ -87,9 +98,9 @@ func (s *SQLite) CreateJob(j Job) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.Exec(`INSERT INTO jobs (id, created, status, error, started, finished, mode, classes, request, settings)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Created.UnixNano(), j.Status, j.Error, nanos(j.Started), nanos(j.Finished),
-		j.Settings.Mode, classList(j.Settings.Classes), string(req), string(set))
+	_, err = db.Exec(`INSERT INTO jobs (id, created, status, error, started, finished, mode, classes, request, settings, `+hostedCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append([]any{j.ID, j.Created.UnixNano(), j.Status, j.Error, nanos(j.Started), nanos(j.Finished),
+		j.Settings.Mode, classList(j.Settings.Classes), string(req), string(set)}, hostedArgs(j)...)...)
 	return dbErr(err)
 }
 
@@ -118,14 +129,14 @@ func (s *SQLite) Requeue(id string) error {
 	return dbErr(err)
 }
 
-const jobCols = `id, created, status, error, started, finished, request, settings, cancel_requested`
+const jobCols = `id, created, status, error, started, finished, request, settings, cancel_requested, ` + hostedCols
 
 func scanJob(row interface{ Scan(...any) error }) (Job, error) {
 	var j Job
 	var created int64
 	var started, finished sql.NullInt64
 	var req, set string
-	if err := row.Scan(&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set, &j.CancelAsked); err != nil {
+	if err := row.Scan(append([]any{&j.ID, &created, &j.Status, &j.Error, &started, &finished, &req, &set, &j.CancelAsked}, hostedDest(&j)...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return j, ErrNotFound
 		}
@@ -203,6 +214,7 @@ func sqliteFilter(f Filter) (string, []any) {
 	if f.Status != "" {
 		where, args = append(where, "status = ?"), append(args, f.Status)
 	}
+	where, args = sqliteHostedFilter(f, where, args)
 	return strings.Join(where, " AND "), args
 }
 

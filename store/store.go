@@ -31,7 +31,11 @@ type Job struct {
 	Attempt  int // claims so far (a shared queue's Claim returns the attempt it began); 0 in SQLite
 	// CancelAsked: a DELETE asked to cancel the job before it ended; a restart or a claim
 	// ends it as cancelled rather than run it.
-	CancelAsked bool
+	CancelAsked    bool
+	Key            string        // the API key (its name) that created the job; "" on a server without keys
+	IdempotencyKey string        // the client's Idempotency-Key ("" without one): one job per (Key, IdempotencyKey)
+	RequestHash    string        // of the canonical request: tells a retry from another request under the same Idempotency-Key
+	Retain         time.Duration // how long the job is kept once it ends, then swept with its images; 0: forever
 }
 
 // Image is a stored image record (its PNG is a blob).
@@ -50,6 +54,8 @@ type Filter struct {
 	Class  *int
 	Mode   string
 	Status string
+	Key    string    // only this API key's jobs ("": every key's)
+	Alive  time.Time // leave out jobs expired by then (zero: list them too, as the store check does)
 }
 
 // Meta stores jobs and image records. Implementations must be safe for concurrent use.
@@ -71,6 +77,7 @@ type Meta interface {
 	Image(id string) (Image, error)
 	Ping() error
 	Close() error
+	Hosted // admission (quotas, idempotency) and retention: hosted.go
 }
 
 // Blobs stores image bytes under keys "JOB/INDEX.png". Put must be atomic: a reader sees no

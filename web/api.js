@@ -12,10 +12,16 @@ class ApiError extends Error {
 
 const api = {
   onUnauthorized: null, // called on a 401: the page then shows the token field
+  // setToken keeps the API key for this tab, and in a cookie that the server takes for GET only:
+  // the gallery's <img> and EventSource requests cannot send a header
+  setToken(token) {
+    sessionStorage.setItem("marspec-token", token);
+    document.cookie = "marspec_key=" + encodeURIComponent(token) + "; path=/; SameSite=Strict" + (token ? "" : "; max-age=0");
+  },
   async request(method, path, body) {
     const init = { method, headers: { Accept: "application/json" } };
     const token = sessionStorage.getItem("marspec-token");
-    if (token && method !== "GET") init.headers.Authorization = "Bearer " + token;
+    if (token) init.headers.Authorization = "Bearer " + token;
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -43,6 +49,7 @@ const api = {
     return data;
   },
   models() { return this.request("GET", "/v1/models"); },
+  keys() { return this.request("GET", "/v1/keys"); },
   create(req) { return this.request("POST", "/v1/generations", req); },
   get(id) { return this.request("GET", "/v1/generations/" + encodeURIComponent(id)); },
   remove(id) { return this.request("DELETE", "/v1/generations/" + encodeURIComponent(id)); },

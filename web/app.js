@@ -64,7 +64,8 @@ async function start() {
   const token = $("#token");
   token.value = sessionStorage.getItem("marspec-token") || "";
   $("#token-box").hidden = token.value === "";
-  token.addEventListener("change", () => sessionStorage.setItem("marspec-token", token.value.trim()));
+  if (token.value) api.setToken(token.value); // the cookie as well, for images and event streams
+  token.addEventListener("change", () => { api.setToken(token.value.trim()); gallery.loadKeys(); gallery.load(); });
   api.onUnauthorized = () => { $("#token-box").hidden = false; };
   gallery.init();
   compare.init();

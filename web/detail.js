@@ -70,6 +70,26 @@ const detail = {
     } else {
       row("Speculative statistics", "none: mode " + this.gen.settings.mode + " runs one model");
     }
+    if (this.gen.priority) row("Priority", this.gen.priority);
+    if (this.gen.webhook) this.fillWebhook(row);
+  },
+
+  // fillWebhook adds where each of the job's webhook calls stands (only one job's GET lists
+  // its deliveries, so it is read now).
+  async fillWebhook(row) {
+    const gen = this.gen;
+    let full;
+    try {
+      full = await api.get(gen.id);
+    } catch (e) {
+      row("Webhook", "cannot read the deliveries: " + e.message);
+      return;
+    }
+    if (this.gen !== gen) return; // another image was opened meanwhile
+    const ds = (full.webhook && full.webhook.deliveries) || [];
+    const what = (d) => `${d.event}: ${d.state}, ${d.attempts} ${d.attempts === 1 ? "try" : "tries"}` +
+      (d.last_status ? `, last answer ${d.last_status}` : "") + (d.state !== "delivered" && d.last_error ? ` (${d.last_error})` : "");
+    row("Webhook", ds.length ? ds.map(what).join("; ") : "no event called yet");
   },
 
   draw() {

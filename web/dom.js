@@ -102,4 +102,12 @@ function fmtSeconds(s) {
   return s < 10 ? s.toFixed(2) + " s" : s.toFixed(1) + " s";
 }
 
+// fmtDuration writes seconds as the largest unit that fits: "45 s", "12 min", "3 h", "2 d".
+function fmtDuration(s) {
+  if (s < 90) return Math.round(s) + " s";
+  if (s < 5400) return Math.round(s / 60) + " min";
+  if (s < 172800) return Math.round(s / 3600) + " h";
+  return Math.round(s / 86400) + " d";
+}
+
 function fmtAlpha(a) { return a === undefined || a === null ? "–" : a.toFixed(3); }

@@ -14,6 +14,8 @@ const gallery = {
     $("#g-refresh").addEventListener("click", () => this.load());
     $("#g-class").addEventListener("change", () => { this.cursors = [""]; this.load(); });
     $("#g-mode").addEventListener("change", () => { this.cursors = [""]; this.load(); });
+    $("#g-key").addEventListener("change", () => { this.cursors = [""]; this.load(); });
+    this.loadKeys();
     $("#g-prev").addEventListener("click", () => { if (this.cursors.length > 1) this.cursors.pop(); this.load(); });
     $("#g-next").addEventListener("click", () => { if (this.next) this.cursors.push(this.next); this.load(); });
     this.load();
@@ -24,7 +26,7 @@ const gallery = {
     box.hidden = true;
     let page;
     try {
-      page = await api.list({ limit: this.limit, after: this.cursors[this.cursors.length - 1], class: $("#g-class").value, mode: $("#g-mode").value });
+      page = await api.list({ limit: this.limit, after: this.cursors[this.cursors.length - 1], class: $("#g-class").value, mode: $("#g-mode").value, key: $("#g-key").value });
     } catch (e) {
       box.textContent = (e.field ? e.field + ": " : "") + e.message;
       box.hidden = false;
@@ -47,6 +49,33 @@ const gallery = {
     $("#g-next").disabled = !this.next;
   },
 
+  // loadKeys offers the key filter when the page's key sees other keys' jobs (an admin key)
+  async loadKeys() {
+    const box = $("#g-key-box"), sel = $("#g-key");
+    let k;
+    try {
+      k = await api.keys();
+    } catch (e) {
+      box.hidden = true;
+      return;
+    }
+    sel.textContent = "";
+    sel.appendChild(el("option", { value: "" }, "all"));
+    for (const key of k.keys) sel.appendChild(el("option", { value: key.name }, key.name + (key.admin ? " (admin)" : "")));
+    box.hidden = k.keys.length < 2;
+  },
+
+  // expiry says when a job is deleted with its images (nothing when it is kept forever)
+  expiry(g) {
+    if (g.expires_at) {
+      const left = (Date.parse(g.expires_at) - Date.now()) / 1000;
+      return el("span", { class: "muted small expiry", title: "deleted with its images at " + g.expires_at },
+        left > 0 ? "expires in " + fmtDuration(left) : "expired");
+    }
+    if (g.expires_in) return el("span", { class: "muted small expiry", title: "kept this long once it ends" }, "kept " + fmtDuration(g.expires_in));
+    return null;
+  },
+
   describe(g) {
     const s = g.settings;
     const parts = [s.mode + (s.preset ? ` (${s.preset})` : ""), "seed " + s.seed];
@@ -63,6 +92,8 @@ const gallery = {
       el("span", {}, this.describe(g)),
       el("span", { class: "muted" }, g.seconds ? fmtSeconds(g.seconds) : ""),
       g.alpha !== undefined ? el("span", { title: "accepted over verified drafts, all images" }, "α " + fmtAlpha(g.alpha)) : null,
+      g.key ? el("span", { class: "key-tag", title: "the API key that made this job" }, g.key) : null,
+      this.expiry(g),
       el("span", { class: "spacer" }),
       g.images.length > 0 && g.links && g.links.grid
         ? el("a", {
@@ -77,8 +108,10 @@ const gallery = {
         type: "button", class: "small", "aria-label": (this.isLive(g) ? "Cancel" : "Delete") + " job " + g.id.slice(0, 8),
         onclick: () => this.remove(g),
       }, this.isLive(g) ? "Cancel" : "Delete"));
-    const card = el("article", { class: "job", dataset: { job: g.id, status: g.status, mode: g.settings.mode } }, head);
-    if (g.error) card.appendChild(el("p", { class: "error-inline" }, g.error));
+    const card = el("article", { class: "job", dataset: { job: g.id, status: g.status, mode: g.settings.mode, key: g.key || "" } }, head);
+    if (g.error) card.appendChild(el("p", { class: "error-inline" }, g.error + (g.error_code ? ` (${g.error_code})` : "")));
+    const queue = this.queueInfo(g);
+    if (queue) card.appendChild(el("p", { class: "muted small queue-info" }, queue));
     if (this.isLive(g)) {
       card.appendChild(el("p", { class: "muted" }, `${g.progress.images_done}/${g.progress.images_total} images…`));
     }
@@ -89,6 +122,16 @@ const gallery = {
   },
 
   isLive(g) { return g.status === "queued" || g.status === "running"; },
+
+  // queueInfo says what the job asked of the queue: its priority, its start deadline while it
+  // waits, and its webhook (the deliveries show in an image's detail).
+  queueInfo(g) {
+    const parts = [];
+    if (g.priority) parts.push("priority " + g.priority);
+    if (g.queue_deadline && g.status === "queued") parts.push("must start by " + new Date(g.queue_deadline).toLocaleTimeString());
+    if (g.webhook) parts.push("webhook on " + g.webhook.events.join(", "));
+    return parts.join(" · ");
+  },
 
   tile(g, im) {
     const st = im.stats;

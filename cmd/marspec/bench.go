@@ -37,7 +37,7 @@ func runBench(args []string) error {
 	samplers := fs.String("samplers", "", "--profile: compare head samplers instead of the head paths: sampler:steps[:eta], comma-separated "+
 		"(e.g. ddpm:25,ddim:10:1,distilled:4): wall time, images/s and the head's share, interleaved")
 	parts := fs.Bool("parts", false, "time one target-only generation per model part instead (transformer pass, head step, decode; "+
-		"the pack's open time), as scripts/realsize_cpu_bench.py sets beside the official code; takes --batch, --num-iter, --cfg, --steps, --images, --rounds")
+		"the pack's open time), as scripts/bench/realsize_cpu_bench.py sets beside the official code; takes --batch, --num-iter, --cfg, --steps, --images, --rounds")
 	gemm := fs.String("gemm", "", "with --parts: also measure ONNX Runtime's fp32 MatMul at MxKxN (e.g. 2560x768x3072), the peak the parts are compared with")
 	asJSON := fs.Bool("json", false, "with --parts: print one JSON object instead of the table")
 	cacheCompare := fs.Bool("cache", false, "compare target-only generation without and with the cache across AR steps instead (docs/cache.md): images/s, speedup and shares, "+

@@ -31,7 +31,7 @@ func TestDeviceCUDAWithoutGPU(t *testing.T) {
 	}{
 		{"cpu build, generate", nil, []string{"generate", "--device", "cuda", "--out", out},
 			[]string{"--device cuda: libonnxruntime_providers_cuda.so and libonnxruntime_providers_shared.so not found in",
-				"scripts/setup_ort.sh --gpu", "docs/gpu.md"}},
+				"scripts/ops/setup_ort.sh --gpu", "docs/gpu.md"}},
 		{"cpu build, old flag name", nil, []string{"bench", "--provider", "cuda:1"},
 			[]string{"libonnxruntime_providers_cuda.so", "not found", "docs/gpu.md"}},
 		{"cpu build, fid", nil, []string{"fid", "--device", "cuda", "--stats", out, "-o", filepath.Join(out, "s.npz")},
@@ -73,7 +73,7 @@ func TestDeviceCUDAWithGPUBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(lib); err != nil {
-		t.Skip("no GPU build in third_party/onnxruntime-gpu (bash scripts/setup_ort.sh --gpu)")
+		t.Skip("no GPU build in third_party/onnxruntime-gpu (bash scripts/ops/setup_ort.sh --gpu)")
 	}
 	out := t.TempDir()
 	stdout, stderr, code := marspec(t, []string{"MARSPEC_ORT_LIB=" + lib}, "generate", "--model", "target", "--class", "0",
@@ -98,7 +98,7 @@ func TestDeviceCUDALegacyEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(lib); err != nil {
-		t.Skip("no GPU build in third_party/onnxruntime-gpu (bash scripts/setup_ort.sh --gpu)")
+		t.Skip("no GPU build in third_party/onnxruntime-gpu (bash scripts/ops/setup_ort.sh --gpu)")
 	}
 	cc, err := exec.LookPath("gcc")
 	if err != nil {

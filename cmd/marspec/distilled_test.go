@@ -31,8 +31,8 @@ func TestGenerateDistilled(t *testing.T) {
 	a, b, one := t.TempDir(), t.TempDir(), t.TempDir()
 	stderr, code := gen(a, "--steps", "2")
 	if pack.Manifest.DistilledHead == nil {
-		if code == 0 || !strings.Contains(stderr, "no distilled_head") || !strings.Contains(stderr, "scripts/distill_head.py") {
-			t.Fatalf("target pack without a distilled head: exit %d, stderr %q; want a one-line error naming scripts/distill_head.py", code, stderr)
+		if code == 0 || !strings.Contains(stderr, "no distilled_head") || !strings.Contains(stderr, "scripts/train/distill_head.py") {
+			t.Fatalf("target pack without a distilled head: exit %d, stderr %q; want a one-line error naming scripts/train/distill_head.py", code, stderr)
 		}
 		t.Skip("the embedded target has no distilled head yet: only the refusal was checked")
 	}

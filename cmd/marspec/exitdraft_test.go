@@ -31,8 +31,8 @@ func TestGenerateEarlyExit(t *testing.T) {
 	}
 	s, stderr, code := run("0")
 	if pack.Manifest.EarlyExit == nil {
-		if code == 0 || !strings.Contains(stderr, "has no early_exit entry") || !strings.Contains(stderr, "scripts/early_exit.py") {
-			t.Fatalf("target pack without an exit: exit %d, stderr %q; want a one-line error naming scripts/early_exit.py", code, stderr)
+		if code == 0 || !strings.Contains(stderr, "has no early_exit entry") || !strings.Contains(stderr, "scripts/train/early_exit.py") {
+			t.Fatalf("target pack without an exit: exit %d, stderr %q; want a one-line error naming scripts/train/early_exit.py", code, stderr)
 		}
 		t.Skip("the embedded target has no early_exit graphs yet: only the refusal was checked")
 	}

@@ -56,7 +56,7 @@ func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
 // evaluator has no reduced precision).
 func (rt *runtimeFlags) addPrecisionFlag(fs *flag.FlagSet) {
 	fs.StringVar(&rt.precision, "precision", mar.FP32, "transformer and head weights: "+mar.PrecisionNames()+
-		" (int8: the pack's quantised graphs, scripts/quantize_pack.py)")
+		" (int8: the pack's quantised graphs, scripts/packs/quantize_pack.py)")
 }
 
 // pinnedPrecision is --precision as a scoring run's settings record it: "" for fp32, so runs

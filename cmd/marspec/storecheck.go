@@ -18,7 +18,7 @@ func runStore(args []string) error {
 	}
 	fs := flag.NewFlagSet("store check", flag.ContinueOnError)
 	cfg := server.DefaultConfig()
-	repair := fs.Bool("repair", false, "remove objects without a record and records without an object (their jobs are queued to make the image again)")
+	repair := fs.Bool("repair", false, "remove objects without a record and records without an object (their jobs are queued to make the image again), and expired jobs not swept yet")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "the embedded store's folder (as serve --data-dir)")
 	cfg.Store, _ = os.LookupEnv("MARSPEC_STORE")
 	cfg.Blobs, _ = os.LookupEnv("MARSPEC_BLOBS")
@@ -48,11 +48,17 @@ func runStore(args []string) error {
 	for _, id := range o.RecordsWithoutObject {
 		fmt.Println("record without an object:", id)
 	}
+	for _, id := range o.Expired {
+		fmt.Println("expired, not swept yet:", id)
+	}
 	found := len(o.ObjectsWithoutRecord) + len(o.RecordsWithoutObject)
 	fmt.Printf("%d jobs and %d objects checked; %d objects without a record, %d records without an object\n",
 		o.JobsChecked, o.ObjectsChecked, len(o.ObjectsWithoutRecord), len(o.RecordsWithoutObject))
+	if len(o.Expired) > 0 { // no orphans: a running server's sweep removes them, --repair now
+		fmt.Printf("%d finished jobs past their retention wait for the sweep\n", len(o.Expired))
+	}
 	switch {
-	case found == 0:
+	case found == 0 && (!*repair || len(o.Expired) == 0):
 		return nil
 	case !*repair:
 		return fmt.Errorf("%d orphans (marspec store check --repair removes them)", found)
@@ -60,7 +66,7 @@ func runStore(args []string) error {
 	if err := st.Repair(o); err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
-	fmt.Printf("repaired: %d objects removed, %d records removed and their jobs queued to make the images again\n",
-		len(o.ObjectsWithoutRecord), len(o.RecordsWithoutObject))
+	fmt.Printf("repaired: %d expired jobs removed, %d objects removed, %d records removed and their jobs queued to make the images again\n",
+		len(o.Expired), len(o.ObjectsWithoutRecord), len(o.RecordsWithoutObject))
 	return nil
 }

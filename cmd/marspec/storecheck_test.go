@@ -38,3 +38,40 @@ func TestStoreCheckAndRepair(t *testing.T) {
 		t.Errorf("unknown subcommand: %v", err)
 	}
 }
+
+// An expired job not swept yet is no orphan (exit 0, named as waiting for the sweep); --repair
+// removes it, objects and record.
+func TestStoreCheckLeavesExpiredToTheSweep(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "b0000000-0000-0000-0000-00000000000b"
+	ended := time.Now().Add(-time.Hour)
+	if err := st.CreateJob(store.Job{ID: id, Created: ended, Finished: &ended, Status: api.StatusSucceeded, Retain: time.Minute,
+		Settings: api.Settings{Mode: "target", Classes: []int{1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Blobs.Put(id+"/0.png", []byte("png")); err != nil { // its record already removed by a sweep cut short
+		t.Fatal(err)
+	}
+	st.Close()
+	if err := runStore([]string{"check", "--data-dir", dir}); err != nil {
+		t.Fatalf("check of a store with an expired job: %v", err)
+	}
+	if err := runStore([]string{"check", "--repair", "--data-dir", dir}); err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	st, err = store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Job(id); err == nil {
+		t.Error("the expired job is still there after --repair")
+	}
+	if _, err := st.Blobs.Get(id + "/0.png"); err == nil {
+		t.Error("its object is still there after --repair")
+	}
+}

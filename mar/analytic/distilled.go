@@ -7,7 +7,7 @@ import (
 	"marspec/mar"
 )
 
-// DistilledTimes are the analytic distilled head's K-step times (those scripts/distill_head.py
+// DistilledTimes are the analytic distilled head's K-step times (those scripts/train/distill_head.py
 // trains).
 var DistilledTimes = map[int][]int{1: {999}, 2: {999, 500}, 4: {999, 749, 500, 250}}
 

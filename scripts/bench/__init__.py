@@ -1,0 +1,1 @@
+"""Measurements behind the docs' speed and FID numbers (scripts/README.md)."""

@@ -1,0 +1,1 @@
+"""Model packs: export, random-weight packs, and tools that add graphs to a pack (scripts/README.md)."""

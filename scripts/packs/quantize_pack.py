@@ -1,0 +1,227 @@
+"""Add int8 variants of a pack's transformer and head graphs (docs/model-pack.md, "precisions").
+
+  /usr/bin/python3 scripts/packs/quantize_pack.py PACK [--out DIR] [--min-dim 64] [--keep REGEX]
+
+Without --out the variants are written into PACK; with --out, PACK is copied to DIR first
+(DIR must not exist) and PACK is left alone. For transformer.onnx, head.onnx and the fused
+head (the manifest's head_loop, if any) it writes NAME.int8.onnx and records them in the
+manifest under precisions.int8; `marspec generate --precision int8` opens those instead.
+
+The scheme is dynamic quantisation of every MatMul/Gemm with a constant weight:
+weights int8, symmetric, one scale per output channel (so a channel with small weights keeps
+its resolution); activations quantised per call to uint8 by DynamicQuantizeLinear, then
+MatMulInteger -> Cast -> Mul by (activation scale * channel scales) -> Add bias in fp32.
+That exact chain is what ONNX Runtime's CPU optimiser fuses into one DynamicQuantizeMatMul
+node (its MatMulIntegerToFloat and DynamicQuantizeMatMul fusions: the scale Mul must take
+the activation scale first, the bias must be the Add's second input and constant, and each
+DynamicQuantizeLinear must feed one MatMulInteger only), whose u8 x s8 kernel uses VNNI.
+
+What stays fp32, and why: LayerNorm, softmax, GELU/SiLU and the attention products of two
+activations (Q K^T, A V) are not MatMuls with a constant weight, so they are never touched;
+a weight with fewer than --min-dim input or output channels (the 16-dim token projections in,
+the 2D-wide final projection out) stays fp32, because its compute is negligible while its
+error lands directly on the tokens or on epsilon; --keep names more layers to keep.
+Needs only the onnx and numpy packages.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+PRECISION = "int8"
+SCHEME = "dynamic-int8: weights symmetric per output channel, activations uint8 per call"
+
+
+def attr(node, name, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def subgraphs(node):
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
+
+
+def quantize_weight(w):
+    """w [K, N] -> int8 [K, N] and per-column scales [N] with w ~ q * scale."""
+    peak = np.abs(w).max(axis=0)
+    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+    return q, scale
+
+
+class Quantizer:
+    """Rewrites a model in place; quantised weights go to the main graph's initializers, which
+    subgraphs (the fused head's loop bodies) see as outer-scope values."""
+
+    def __init__(self, model, min_dim, keep):
+        self.model = model
+        self.main = model.graph
+        self.consts = {i.name: i for i in self.main.initializer}
+        self.min_dim, self.keep = min_dim, keep
+        self.done = {}  # weight name (+ transposed flag) -> (int8 name, scale name): shared weights once
+        self.quantized, self.kept = [], []
+        self.count = 0
+        self.unbiased = set()  # outputs of rewritten MatMuls whose bias is a separate Add
+
+    def weight(self, name, transposed):
+        key = (name, transposed)
+        if key not in self.done:
+            w = numpy_helper.to_array(self.consts[name]).astype(np.float32)
+            if transposed:
+                w = w.T
+            q, s = quantize_weight(w)
+            base = f"{name}.{PRECISION}" + (".t" if transposed else "")
+            self.main.initializer.extend([numpy_helper.from_array(q, base), numpy_helper.from_array(s, base + ".scale")])
+            self.done[key] = (base, base + ".scale")
+        return self.done[key]
+
+    def candidate(self, node):
+        """(activation, weight name, transposed, bias name or None) for a MatMul/Gemm with a
+        constant 2-D weight, else None."""
+        if node.op_type == "MatMul" and node.input[1] in self.consts:
+            w = self.consts[node.input[1]]
+            return (node.input[0], node.input[1], False, None) if len(w.dims) == 2 else None
+        if node.op_type == "Gemm" and node.input[1] in self.consts:
+            if attr(node, "alpha", 1.0) != 1.0 or attr(node, "beta", 1.0) != 1.0 or attr(node, "transA", 0):
+                return None
+            bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+            if bias is not None and (bias not in self.consts or len(self.consts[bias].dims) != 1):
+                return None
+            return node.input[0], node.input[1], bool(attr(node, "transB", 0)), bias
+        return None
+
+    def rewrite(self, node, act, wname, transposed, bias):
+        """The DynamicQuantizeMatMul chain; returns its nodes, the last one writing node.output[0]."""
+        self.count += 1
+        p = f"q{self.count}/"
+        qname, sname = self.weight(wname, transposed)
+        out = node.output[0]
+        mm = out if bias is None else p + "scaled"
+        if bias is None:
+            self.unbiased.add(out)
+        return [
+            helper.make_node("DynamicQuantizeLinear", [act], [p + "xq", p + "xs", p + "xz"], name=p + "quantize"),
+            helper.make_node("MatMulInteger", [p + "xq", qname, p + "xz"], [p + "acc"], name=p + "matmul"),
+            helper.make_node("Cast", [p + "acc"], [p + "accf"], name=p + "cast", to=TensorProto.FLOAT),
+            helper.make_node("Mul", [p + "xs", sname], [p + "scale"], name=p + "scale"),
+            helper.make_node("Mul", [p + "accf", p + "scale"], [mm], name=p + "dequantize"),
+        ] + ([] if bias is None else [helper.make_node("Add", [mm, bias], [out], name=p + "bias")])
+
+    def graph(self, g):
+        nodes = []
+        for node in g.node:
+            for sub in subgraphs(node):
+                self.graph(sub)
+            c = self.candidate(node)
+            if c is None:
+                nodes.append(node)
+                continue
+            w = self.consts[c[1]]
+            k, n = (w.dims[1], w.dims[0]) if c[2] else (w.dims[0], w.dims[1])
+            label = node.name or node.output[0]
+            if min(k, n) < self.min_dim or (self.keep and self.keep.search(label)):
+                self.kept.append(label)
+                nodes.append(node)
+                continue
+            self.quantized.append(label)
+            nodes.extend(self.rewrite(node, *c))
+        del g.node[:]
+        g.node.extend(nodes)
+        self.fold_bias_adds(g)
+
+    def fold_bias_adds(self, g):
+        """Exported MatMuls add their bias as Add(bias, y); ORT's fusion wants Add(y, bias)."""
+        for n in g.node:
+            if n.op_type == "Add" and n.input[1] in self.unbiased and n.input[0] in self.consts:
+                if len(self.consts[n.input[0]].dims) == 1:
+                    n.input[0], n.input[1] = n.input[1], n.input[0]
+
+    def drop_unused(self):
+        used = set()
+
+        def collect(g):
+            for n in g.node:
+                used.update(n.input)
+                for sub in subgraphs(n):
+                    collect(sub)
+            used.update(o.name for o in g.output)
+
+        collect(self.main)
+        kept = [i for i in self.main.initializer if i.name in used]
+        del self.main.initializer[:]
+        self.main.initializer.extend(kept)
+
+
+def quantize_model(model, min_dim=64, keep=None):
+    q = Quantizer(model, min_dim, keep)
+    q.graph(model.graph)
+    q.drop_unused()
+    model.producer_name = "marspec quantize_pack.py"
+    onnx.checker.check_model(model)
+    return q.quantized, q.kept
+
+
+def graph_files(manifest):
+    files = {"transformer": "transformer.onnx", "head": "head.onnx"}
+    if manifest.get("head_loop"):
+        files["head_loop"] = manifest["head_loop"]["file"]
+    return files
+
+
+def variant_name(file):
+    stem, ext = os.path.splitext(file)
+    return f"{stem}.{PRECISION}{ext}"
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("pack")
+    ap.add_argument("--out", help="copy the pack here first (must not exist); default: write into PACK")
+    ap.add_argument("--min-dim", type=int, default=64, help="keep weights with fewer input or output channels fp32")
+    ap.add_argument("--keep", help="regular expression: MatMul/Gemm node names to keep fp32")
+    args = ap.parse_args(argv)
+    pack = args.pack
+    if args.out:
+        if os.path.exists(args.out):
+            raise SystemExit(f"--out {args.out} exists: give a new folder (or no --out to write into {pack})")
+        shutil.copytree(pack, args.out)
+        pack = args.out
+    man_path = os.path.join(pack, "manifest.json")
+    with open(man_path) as f:
+        manifest = json.load(f)
+    if os.path.exists(os.path.join(pack, "transformer.onnx.data")):
+        raise SystemExit(f"{pack}: the transformer's weights are external (transformer.onnx.data); not supported")
+    keep = re.compile(args.keep) if args.keep else None
+    entry = {}
+    record = {"scheme": SCHEME, "min_dim": args.min_dim, "fp32_layers": {}}
+    for role, file in graph_files(manifest).items():
+        model = onnx.load(os.path.join(pack, file))
+        quantized, kept = quantize_model(model, args.min_dim, keep)
+        out = variant_name(file)
+        onnx.save(model, os.path.join(pack, out))
+        entry[role] = out
+        record["fp32_layers"][role] = list(dict.fromkeys(kept))  # a fused head names each layer twice (guided and not)
+        before, after = os.path.getsize(os.path.join(pack, file)), os.path.getsize(os.path.join(pack, out))
+        print(f"{pack}/{out}: {len(quantized)} MatMul/Gemm int8, {len(kept)} kept fp32, "
+              f"{before / 1e6:.2f} MB -> {after / 1e6:.2f} MB")
+    entry["quantization"] = record
+    manifest.setdefault("precisions", {})[PRECISION] = entry
+    with open(man_path, "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

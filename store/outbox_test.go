@@ -1,0 +1,170 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"marspec/api"
+)
+
+// The webhook outbox on both stores: a status change of a job that asked for a webhook writes
+// its delivery in the same statement, a delivery is claimed once per lease, and a deliverer
+// whose claim was taken over writes nothing.
+
+// hooked is job i with a webhook for events (nil: every event).
+func hooked(id string, i int, events ...string) Job {
+	j := job(id, i, api.StatusQueued, "target", 1)
+	j.Request.Webhook = "http://127.0.0.1:9/hook"
+	j.Request.WebhookEvents = events
+	return j
+}
+
+func TestOutboxConformance(t *testing.T) {
+	for _, impl := range metas {
+		t.Run(impl.name, func(t *testing.T) {
+			for _, c := range []struct {
+				name string
+				run  func(t *testing.T, m Meta, o Outbox)
+			}{
+				{"status changes write deliveries", caseOutboxWrites},
+				{"claims are leased and fenced", caseOutboxLeases},
+				{"retries and giving up", caseOutboxRetries},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					m := impl.open(t)
+					defer m.Close()
+					c.run(t, m, m.(Outbox))
+				})
+			}
+		})
+	}
+}
+
+func events(t *testing.T, o Outbox, job string) []string {
+	t.Helper()
+	ds, err := o.DeliveriesOf(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.Event+"/"+d.Status)
+	}
+	return out
+}
+
+func caseOutboxWrites(t *testing.T, m Meta, o Outbox) {
+	plain := job("plain", 0, api.StatusQueued, "target", 1)
+	mustCreate(t, m, hooked("all", 1), hooked("ends", 2, "failed", "succeeded"), plain)
+	for _, id := range []string{"all", "ends", "plain"} {
+		if err := m.SetRunning(id, base.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SetRunning(id, base.Add(2*time.Minute)); err != nil { // running again: no second start
+			t.Fatal(err)
+		}
+		if err := m.Finish(id, api.StatusFailed, "broken", base.Add(3*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Finish(id, api.StatusCancelled, "late", base.Add(4*time.Minute)); err != nil { // ended already: no event
+			t.Fatal(err)
+		}
+	}
+	if got := events(t, o, "all"); len(got) != 2 || got[0] != "started/running" || got[1] != "failed/failed" {
+		t.Errorf("every event: %v, want started then failed", got)
+	}
+	if got := events(t, o, "ends"); len(got) != 1 || got[0] != "failed/failed" {
+		t.Errorf("ends only: %v", got)
+	}
+	if got := events(t, o, "plain"); len(got) != 0 {
+		t.Errorf("a job without a webhook: %v", got)
+	}
+	ds, _ := o.DeliveriesOf("all")
+	if d := ds[1]; d.Error != "broken" || d.URL != "http://127.0.0.1:9/hook" || d.State != DeliveryPending ||
+		!d.Created.Equal(base.Add(3*time.Minute)) || d.Started == nil || !d.Started.Equal(base.Add(time.Minute)) {
+		t.Errorf("the failed event: %+v", d)
+	}
+	if n, err := o.PendingDeliveries(); err != nil || n != 3 {
+		t.Errorf("pending: %d, %v", n, err)
+	}
+	if err := m.DeleteJob("all"); err != nil {
+		t.Fatal(err)
+	}
+	if got := events(t, o, "all"); len(got) != 0 {
+		t.Errorf("a deleted job's deliveries stay: %v", got)
+	}
+}
+
+func caseOutboxLeases(t *testing.T, m Meta, o Outbox) {
+	mustCreate(t, m, hooked("a", 1))
+	if err := m.Finish("a", api.StatusSucceeded, "", base); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	got, err := o.ClaimDeliveries("one", 300*time.Millisecond, now, 10)
+	if err != nil || len(got) != 1 || got[0].Attempts != 1 || got[0].Body != nil {
+		t.Fatalf("claim: %+v, %v", got, err)
+	}
+	if again, err := o.ClaimDeliveries("two", time.Minute, now, 10); err != nil || len(again) != 0 {
+		t.Fatalf("claimed twice within the lease: %+v, %v", again, err)
+	}
+	first := got[0].Hold("one")
+	body, err := o.FreezeBody(first, []byte(`{"first":1}`))
+	if err != nil || string(body) != `{"first":1}` {
+		t.Fatalf("freeze: %q, %v", body, err)
+	}
+	time.Sleep(400 * time.Millisecond) // the lease runs out: "one" was killed
+	taken, err := o.ClaimDeliveries("two", time.Minute, time.Now(), 10)
+	if err != nil || len(taken) != 1 || taken[0].Attempts != 2 || string(taken[0].Body) != `{"first":1}` {
+		t.Fatalf("claim after the lease: %+v, %v", taken, err)
+	}
+	if ok, err := o.Delivered(first, 200, time.Now()); err != nil || ok {
+		t.Fatalf("the first claim wrote after losing its lease: %v, %v", ok, err)
+	}
+	second := taken[0].Hold("two")
+	if body, err := o.FreezeBody(second, []byte(`{"second":2}`)); err != nil || string(body) != `{"first":1}` {
+		t.Fatalf("a retry's body: %q, %v", body, err)
+	}
+	if ok, err := o.Delivered(second, 204, time.Now()); err != nil || !ok {
+		t.Fatalf("delivered: %v, %v", ok, err)
+	}
+	ds, _ := o.DeliveriesOf("a")
+	if d := ds[0]; d.State != DeliveryDelivered || d.LastStatus != 204 || d.Delivered == nil || d.Attempts != 2 {
+		t.Errorf("after delivery: %+v", d)
+	}
+	if n, _ := o.PendingDeliveries(); n != 0 {
+		t.Errorf("pending after delivery: %d", n)
+	}
+}
+
+func caseOutboxRetries(t *testing.T, m Meta, o Outbox) {
+	mustCreate(t, m, hooked("r", 1, "cancelled"))
+	if err := m.Finish("r", api.StatusCancelled, "asked", base); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	got, _ := o.ClaimDeliveries("one", time.Minute, now, 10)
+	if len(got) != 1 {
+		t.Fatalf("claim: %+v", got)
+	}
+	if ok, err := o.DeliveryFailed(got[0].Hold("one"), 500, "answered 500", now.Add(time.Hour), false); err != nil || !ok {
+		t.Fatalf("failed attempt: %v, %v", ok, err)
+	}
+	if early, _ := o.ClaimDeliveries("one", time.Minute, now.Add(time.Minute), 10); len(early) != 0 {
+		t.Fatalf("claimed before its next attempt: %+v", early)
+	}
+	later, _ := o.ClaimDeliveries("one", time.Minute, now.Add(2*time.Hour), 10)
+	if len(later) != 1 || later[0].Attempts != 2 || later[0].LastStatus != 500 || later[0].LastError != "answered 500" {
+		t.Fatalf("the retry: %+v", later)
+	}
+	if ok, err := o.DeliveryFailed(later[0].Hold("one"), 0, "connection refused", time.Time{}, true); err != nil || !ok {
+		t.Fatalf("giving up: %v, %v", ok, err)
+	}
+	if none, _ := o.ClaimDeliveries("one", time.Minute, now.Add(100*time.Hour), 10); len(none) != 0 {
+		t.Fatalf("claimed after giving up: %+v", none)
+	}
+	ds, _ := o.DeliveriesOf("r")
+	if d := ds[0]; d.State != DeliveryFailed || d.LastError != "connection refused" || d.Attempts != 2 {
+		t.Errorf("given up: %+v", d)
+	}
+}
