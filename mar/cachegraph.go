@@ -41,13 +41,7 @@ func newCachedTransformer(data []byte, file string, m *Manifest, opt onnxrt.Sess
 		{Name: "z", Shape: []int64{-1, -4, W}}, {Name: "enc_kv_new", Shape: []int64{-1, E, 2, -3, W}},
 		{Name: "enc_out_new", Shape: []int64{-1, -3, W}}, {Name: "dec_kv_new", Shape: []int64{-1, Dd, 2, -4, W}},
 	}
-	var g *onnxrt.Graph
-	var err error
-	if file != "" {
-		g, err = onnxrt.NewGraphFile(file, source, opt, inputs, outputs)
-	} else {
-		g, err = onnxrt.NewGraph(data, source, opt, inputs, outputs)
-	}
+	g, err := openGraph(data, file, source, opt, inputs, outputs)
 	if err != nil {
 		return nil, err
 	}

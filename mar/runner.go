@@ -39,13 +39,7 @@ func newONNXTransformer(data []byte, file string, m *Manifest, opt onnxrt.Sessio
 	inputs := []onnxrt.IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}, {Name: "mask", Shape: []int64{-1, L}},
 		{Name: "class_ids", Int64: true, Shape: []int64{-1}}, {Name: "drop_class", Shape: []int64{-1}}}
 	outputs := []onnxrt.IOSpec{{Name: "z", Shape: []int64{-1, L, W}}}
-	var g *onnxrt.Graph
-	var err error
-	if file != "" {
-		g, err = onnxrt.NewGraphFile(file, source, opt, inputs, outputs)
-	} else {
-		g, err = onnxrt.NewGraph(data, source, opt, inputs, outputs)
-	}
+	g, err := openGraph(data, file, source, opt, inputs, outputs)
 	if err != nil {
 		return nil, err
 	}
@@ -96,3 +90,12 @@ func (h *ONNXHead) Predict(xt, t, z []float32, n int, out []float32) error {
 }
 func (h *ONNXHead) TokenDim() int { return h.dim }
 func (h *ONNXHead) Width() int    { return h.width }
+
+// openGraph opens a graph from its file when the pack names one (weights beside it, ONNX
+// external data: the path is how ONNX Runtime finds them), else from its bytes.
+func openGraph(data []byte, file, source string, opt onnxrt.SessionOptions, inputs, outputs []onnxrt.IOSpec) (*onnxrt.Graph, error) {
+	if file != "" {
+		return onnxrt.NewGraphFile(file, source, opt, inputs, outputs)
+	}
+	return onnxrt.NewGraph(data, source, opt, inputs, outputs)
+}
