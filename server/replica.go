@@ -107,17 +107,7 @@ func (r *replica) poke() {
 
 // every runs do on each poll tick and each wake (nil: ticks only) until the replica stops.
 func (r *replica) every(wake <-chan struct{}, do func()) {
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-wake:
-		case <-tick.C:
-		}
-		do()
-	}
+	tickUntilDone(r.ctx, pollEvery, wake, do)
 }
 
 // claim takes jobs while the scheduler has fewer images to make than one batch holds, so an

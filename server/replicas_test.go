@@ -121,7 +121,7 @@ func (sh sharedStore) hooked(t *testing.T, q *hookedQueue, held bool, w io.Write
 // they are (a held one stays held until the test ends, then writes late: fencing must hold).
 func (ts *testServer) crash(t *testing.T) {
 	_ = ts.rep.halt(context.Background())
-	ts.bg.halt() // its deadline sweep and webhook deliveries stop mid-call, recording nothing
+	ts.bg.halt() // its sweeps and webhook deliveries stop mid-call, recording nothing
 	ts.sched.Close()
 	ts.http.Close()
 	ts.http = nil

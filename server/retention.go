@@ -39,43 +39,23 @@ type retention struct {
 	swept   prometheus.Counter
 	mu      sync.Mutex
 	readers map[string]int // job id -> its images or grid being read here
-	halt    chan struct{}
-	done    chan struct{}
-	once    sync.Once
 	// held, if set (tests), runs when a tracked read has been answered and before it stops
 	// counting: a test holds a download open with it.
 	held func(job string)
 }
 
 func newRetention(s *Server) *retention {
-	r := &retention{s: s, readers: map[string]int{}, halt: make(chan struct{}), done: make(chan struct{}),
+	r := &retention{s: s, readers: map[string]int{},
 		swept: prometheus.NewCounter(prometheus.CounterOpts{Name: "marspec_jobs_swept_total",
 			Help: "Finished jobs deleted with their images when their retention ended (by this replica)."})}
 	s.metrics.reg.MustRegister(r.swept)
 	return r
 }
 
-func (r *retention) start() { go r.loop() }
-
-// stop ends the sweep loop (Shutdown) and waits for a pass under way.
-func (r *retention) stop() {
-	r.once.Do(func() { close(r.halt) })
-	<-r.done
-}
-
-func (r *retention) loop() {
-	defer close(r.done)
-	tick := time.NewTicker(sweepEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.halt:
-			return
-		case <-tick.C:
-		}
-		if _, err := r.sweep(time.Now()); err != nil {
-			r.s.log.Warn("retention: sweep stopped; the next tick tries again", "err", detail(err))
-		}
+// sweepTick is one tick of the sweep (startBackground runs it every sweepEvery).
+func (r *retention) sweepTick() {
+	if _, err := r.sweep(time.Now()); err != nil {
+		r.s.log.Warn("retention: sweep stopped; the next tick tries again", "err", detail(err))
 	}
 }
 

@@ -75,7 +75,6 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s.hooks = newDeliverer(s)
 	s.startBackground()
-	s.ret.start()
 	return s
 }
 
@@ -195,6 +194,5 @@ wait:
 	}
 	s.bg.halt() // after the workers: a run's last event is recorded; its delivery waits in the outbox
 	s.hub.closeAll()
-	s.ret.stop()
 	return err
 }
