@@ -521,11 +521,12 @@ def manifest_entry(file, ck):
                       f"steps, this teacher's ODE per token, one w per sequence), a random "
                       f"order and unknown count uniform 1..L over each")
         clip = "x0 clipped" if ck.get("clip_x0", True) else "x0 not clipped (the pack's clip_x0)"
+        method = ck.get("method") or (  # a checkpoint of another objective names its own
+            f"regression onto the frozen head's DDIM eta-0 ODE endpoints "
+            f"({TEACHER_STEPS} steps, {clip}, guided eps), inputs the ODE states "
+            f"at the student's times; {source}, w ~ U[1,{CFG_MAX:g}] ({UNGUIDED:g} unguided)")
         entry["training"] = {
-            "method": f"regression onto the frozen head's DDIM eta-0 ODE endpoints "
-                      f"({TEACHER_STEPS} steps, {clip}, guided eps), inputs the ODE states "
-                      f"at the student's times; {source}, "
-                      f"w ~ U[1,{CFG_MAX:g}] ({UNGUIDED:g} unguided)",
+            "method": method,
             "width": ck["config"]["width"], "depth": ck["config"]["depth"],
             "minutes": ck["minutes"], "steps": ck["steps"], "teacher_rows": ck["teacher_rows"],
             "batch": a.get("batch"), "lr": a.get("lr"), "heldout": ck.get("heldout")}
@@ -537,6 +538,12 @@ def manifest_entry(file, ck):
                 "about": "RMS over held-out contexts of the K-step x0 against the teacher's "
                          "ODE endpoint from the same x_T, re-noised onto the teacher's "
                          "trajectory (distill_head.evaluate)"}
+        if ck.get("energy"):
+            entry["training"]["quality"] = {
+                "energy_distance": ck["energy"], "about":
+                "mean over held-out contexts (fashion-mnist test) of the energy distance of each "
+                "sampler's samples to the teacher's ddim eta 1 in 25 steps (dmd_head.HeldOut); "
+                "baselines: that sampler with other noise (the floor), 50 steps, the ODE"}
         if ck.get("cost"):
             entry["training"]["cost"] = ck["cost"]
     return entry
