@@ -59,6 +59,21 @@ func TestBenchmarksThroughTheAPI(t *testing.T) {
 		t.Fatalf("parts table (%v):\n%s", err, out.String())
 	}
 	out.Reset()
+	// with the cache (and no warm-up round): the cached graph's calls are timed beside the plain
+	// passes, which only the steps no lazy step follows still make
+	cache := mar.CacheSettings{On: true, FullSteps: 2, RefreshEvery: 4, Recompute: 3, ReuseCFG: true}
+	cached, err := Parts(target, PartsSettings{Images: 2, Batch: 2, NumIter: 8, Steps: 5, Rounds: 1, CFG: 3, Cache: cache, NoWarm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cached.CachedPass.Calls == 0 || cached.Transformer.Calls+cached.CachedPass.Calls < 8 || cached.Transformer.Calls >= 8 ||
+		cached.Cache != cache.String() || cached.Transformer.Share+cached.CachedPass.Share+cached.HeadStep.Share > 1 {
+		t.Fatalf("parts with the cache: %+v", cached)
+	}
+	if err := PrintParts(&out, cached, nil); err != nil || !strings.Contains(out.String(), "cached graph pass") {
+		t.Fatalf("parts table with the cache (%v):\n%s", err, out.String())
+	}
+	out.Reset()
 	grid := SpecGrid{Gammas: "4", Prefills: "0.05", Verifies: "prefix", Acceptances: "exact", Schedules: "batched",
 		Batches: "1", Drafts: "pack", ExitMaxErrors: "0", Rejections: "residual", Tolerances: "0", ImagesMin: 2, AblationGamma: 4}
 	runs := 0

@@ -17,6 +17,11 @@ import (
 type PartsSettings struct {
 	Images, Batch, NumIter, Steps, Rounds int // Batch 0 = all images at once
 	CFG                                   float64
+	// Cache is the cache across AR steps to generate with (docs/cache.md); off by default.
+	Cache mar.CacheSettings
+	// NoWarm skips the untimed one-image round: at MAR-B size with num_iter 64 or more it
+	// takes minutes, and what it warms (pre-packing, the arena) is under a second of that.
+	NoWarm bool
 }
 
 // PartTiming is one model part over a timed round: its calls and their mean time.
@@ -40,10 +45,14 @@ type PartsReport struct {
 	Tuning          string     `json:"ort_tuning"`
 	OpenSeconds     float64    `json:"open_seconds"` // pack read and sessions created
 	ImagesPerSecond float64    `json:"images_per_second"`
+	Cache           string     `json:"cache"`       // the cache's settings, "off" without it
 	Transformer     PartTiming `json:"transformer"` // one pass over the batch (guided rows included)
-	HeadStep        PartTiming `json:"head_step"`   // one diffusion step over an AR step's tokens
-	Decode          PartTiming `json:"decode"`      // one image through the tokenizer
-	LoadAverage     [2]string  `json:"load_average"`
+	// CachedPass is one call of the cached graph (a full or a lazy step's pass over the batch);
+	// with the cache, the transformer's time is Transformer's and CachedPass's together.
+	CachedPass  PartTiming `json:"cached_pass"`
+	HeadStep    PartTiming `json:"head_step"` // one diffusion step over an AR step's tokens
+	Decode      PartTiming `json:"decode"`    // one image through the tokenizer
+	LoadAverage [2]string  `json:"load_average"`
 }
 
 // timedTokenizer times the decoder, which Generate calls once per finished image.
@@ -63,20 +72,30 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 	if pf.Images < 1 || pf.Rounds < 1 {
 		return PartsReport{}, fmt.Errorf("--images and --rounds must be at least 1")
 	}
-	opt := mar.Options{Seed: 1, CFG: pf.CFG, NumIter: pf.NumIter, Steps: pf.Steps, Batch: pf.Batch}
+	opt := mar.Options{Seed: 1, CFG: pf.CFG, NumIter: pf.NumIter, Steps: pf.Steps, Batch: pf.Batch, Cache: pf.Cache}
 	if err := m.Validate(&opt); err != nil {
 		return PartsReport{}, err
+	}
+	if opt.Cache.On && m.Cached == nil {
+		return PartsReport{}, fmt.Errorf("pack %s has no cached transformer (scripts/packs/cached_transformer.py --pack DIR adds one)", m.Manifest.Name)
 	}
 	classes := imageClasses(m, pf.Images)
 	onnxTr, onnxHead, tok := m.Transformer, m.Head, m.Tokenizer
 	defer func() { m.Transformer, m.Head, m.Tokenizer = onnxTr, onnxHead, tok }()
+	if m.Cached != nil {
+		defer func() { m.Cached.OnRun = nil }()
+	}
 	type round struct {
-		wall          time.Duration
-		tr, head, dec partTime
+		wall                  time.Duration
+		tr, cached, head, dec partTime
 	}
 	var rounds []round
 	load0 := loadAvg()
-	for r := 0; r <= pf.Rounds; r++ { // round 0, one image, warms up (pre-packing, arena) and is not kept
+	first := 0 // round 0, one image, warms up (pre-packing, arena) and is not kept
+	if pf.NoWarm {
+		first = 1
+	}
+	for r := first; r <= pf.Rounds; r++ {
 		var rd round
 		imgs := classes
 		if r == 0 {
@@ -85,6 +104,9 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 		m.Transformer = timedTransformer{onnxTr, &rd.tr}
 		m.Head = timedHead{onnxHead, &rd.head} // hides a fused head graph: the per-step path, as on the CPU
 		m.Tokenizer = timedTokenizer{tok, &rd.dec}
+		if m.Cached != nil {
+			m.Cached.OnRun = func(d time.Duration) { rd.cached.d += d; rd.cached.calls++ }
+		}
 		start := time.Now()
 		if _, err := m.Generate(imgs, opt); err != nil {
 			return PartsReport{}, err
@@ -104,8 +126,8 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 			Share: p.d.Seconds() / med.wall.Seconds()}
 	}
 	return PartsReport{Pack: m.Manifest.Name, Images: pf.Images, Batch: opt.Batch, NumIter: opt.NumIter, Steps: opt.Steps,
-		CFG: pf.CFG, Rounds: pf.Rounds, ImagesPerSecond: float64(pf.Images) / med.wall.Seconds(),
-		Transformer: timing(med.tr), HeadStep: timing(med.head), Decode: timing(med.dec),
+		CFG: pf.CFG, Rounds: pf.Rounds, ImagesPerSecond: float64(pf.Images) / med.wall.Seconds(), Cache: opt.Cache.String(),
+		Transformer: timing(med.tr), CachedPass: timing(med.cached), HeadStep: timing(med.head), Decode: timing(med.dec),
 		LoadAverage: [2]string{load0, loadAvg()}}, nil
 }
 
@@ -113,14 +135,19 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 func PrintParts(out io.Writer, r PartsReport, peak *onnxrt.GEMMResult) error {
 	fmt.Fprintf(out, "# marspec bench --parts: %s/%s, %d CPUs, intra-op threads %d, ort tuning %s, load average %s at start, %s at end\n",
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), r.Threads, r.Tuning, r.LoadAverage[0], r.LoadAverage[1])
-	fmt.Fprintf(out, "# %s target-only: %d images, batch %d (0 = all), num-iter %d, steps %d, cfg %g; median of %d rounds; pack opened in %.2f s\n\n",
-		r.Pack, r.Images, r.Batch, r.NumIter, r.Steps, r.CFG, r.Rounds, r.OpenSeconds)
+	fmt.Fprintf(out, "# %s target-only: %d images, batch %d (0 = all), num-iter %d, steps %d, cfg %g, cache %s; median of %d rounds; pack opened in %.2f s\n\n",
+		r.Pack, r.Images, r.Batch, r.NumIter, r.Steps, r.CFG, r.Cache, r.Rounds, r.OpenSeconds)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "part\tcalls\tms per call\tshare of wall time\t")
-	for _, p := range []struct {
+	type row struct {
 		name string
 		t    PartTiming
-	}{{"transformer pass", r.Transformer}, {"head step", r.HeadStep}, {"decode", r.Decode}} {
+	}
+	rows := []row{{"transformer pass", r.Transformer}}
+	if r.CachedPass.Calls > 0 { // the cache's full and lazy passes, beside its plain ones
+		rows = append(rows, row{"cached graph pass", r.CachedPass})
+	}
+	for _, p := range append(rows, row{"head step", r.HeadStep}, row{"decode", r.Decode}) {
 		fmt.Fprintf(w, "%s\t%d\t%.2f\t%.1f%%\t\n", p.name, p.t.Calls, p.t.MsPerCall, 100*p.t.Share)
 	}
 	fmt.Fprintf(w, "images/s\t\t%.4f\t\t\n", r.ImagesPerSecond)

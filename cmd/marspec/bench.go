@@ -37,14 +37,15 @@ func runBench(args []string) error {
 	samplers := fs.String("samplers", "", "--profile: compare head samplers instead of the head paths: sampler:steps[:eta], comma-separated "+
 		"(e.g. ddpm:25,ddim:10:1,distilled:4): wall time, images/s and the head's share, interleaved")
 	parts := fs.Bool("parts", false, "time one target-only generation per model part instead (transformer pass, head step, decode; "+
-		"the pack's open time), as scripts/bench/realsize_cpu_bench.py sets beside the official code; takes --batch, --num-iter, --cfg, --steps, --images, --rounds")
+		"the pack's open time), as scripts/bench/realsize_cpu_bench.py sets beside the official code; takes --batch, --num-iter, --cfg, --steps, --images, --rounds, --no-warm; "+
+		"with --cache, the generation runs with the cache (its knobs as generate's --cache-* flags)")
 	gemm := fs.String("gemm", "", "with --parts: also measure ONNX Runtime's fp32 MatMul at MxKxN (e.g. 2560x768x3072), the peak the parts are compared with")
 	asJSON := fs.Bool("json", false, "with --parts: print one JSON object instead of the table")
 	cacheCompare := fs.Bool("cache", false, "compare target-only generation without and with the cache across AR steps instead (docs/cache.md): images/s, speedup and shares, "+
 		"the two taking turns for --rounds rounds (--images, --batch, --num-iter, --cfg, --steps; the cache's knobs as generate's --cache-* flags)")
 	var cf generation.CacheFlags
 	addCacheKnobFlags(fs, &cf)
-	noWarm := fs.Bool("no-warm", false, "with --cache: no uncounted warm-up round (for runs whose rounds take minutes)")
+	noWarm := fs.Bool("no-warm", false, "with --cache or --parts: no uncounted warm-up round (for runs whose rounds take minutes)")
 	var sb bench.SpecGrid
 	quiet := addSpecGridFlags(fs, &sb)
 	if err := parseFlags(fs, args); err != nil {
@@ -61,8 +62,15 @@ func runBench(args []string) error {
 		return comparePrecisions(rt, *target, *precisions, *forwardBatches, *headRows, *genBatches, ps)
 	}
 	if *parts {
+		// --parts --cache: the timed generation runs with the cache; cacheFor nil: without it
+		var cacheFor func(*mar.Manifest) (mar.CacheSettings, error)
+		if *cacheCompare {
+			cacheFor = func(man *mar.Manifest) (mar.CacheSettings, error) {
+				return generation.CacheSettingsFor(cf, flagsSet(fs), man, *target)
+			}
+		}
 		return runParts(rt, *target, bench.PartsSettings{Images: *images, Batch: pf.Batch, NumIter: pf.NumIter, Steps: *steps,
-			Rounds: pf.Rounds, CFG: pf.CFG}, *gemm, *asJSON)
+			Rounds: pf.Rounds, CFG: pf.CFG, NoWarm: *noWarm}, cacheFor, *gemm, *asJSON)
 	}
 	if *cacheCompare {
 		m, err := rt.open(*target)

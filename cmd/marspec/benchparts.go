@@ -7,12 +7,15 @@ import (
 	"time"
 
 	"marspec/bench"
+	"marspec/mar"
 	"marspec/onnxrt"
 )
 
 // runParts is `bench --parts`: the pack's open time, one generation timed per part and,
-// with --gemm, the MatMul peak the parts are measured against.
-func runParts(rt *runtimeFlags, target string, pf bench.PartsSettings, gemm string, asJSON bool) error {
+// with --gemm, the MatMul peak the parts are measured against. cacheFor, when set, gives the
+// cache to generate with; it needs the pack's manifest, so it runs once the pack is open.
+func runParts(rt *runtimeFlags, target string, pf bench.PartsSettings, cacheFor func(*mar.Manifest) (mar.CacheSettings, error),
+	gemm string, asJSON bool) error {
 	var m, k, n int
 	if gemm != "" {
 		if _, err := fmt.Sscanf(gemm, "%dx%dx%d", &m, &k, &n); err != nil || m < 1 || k < 1 || n < 1 {
@@ -25,6 +28,11 @@ func runParts(rt *runtimeFlags, target string, pf bench.PartsSettings, gemm stri
 		return err
 	}
 	open := time.Since(start).Seconds()
+	if cacheFor != nil {
+		if pf.Cache, err = cacheFor(model.Manifest); err != nil {
+			return err
+		}
+	}
 	report, err := bench.Parts(model, pf)
 	if err != nil {
 		return err
