@@ -11,6 +11,15 @@ warm-up image. Each side reports images/s, the time per transformer pass, head s
 checkpoints. FLOPs per part come from scripts/bench/realsize_flops.py; --gemm measures ONNX Runtime's
 fp32 MatMul, the peak the parts are compared with. Results go to OUT/results.jsonl (appended)
 and OUT/realsize.md (the tables for docs/BENCHMARKS.md).
+
+--cache adds a third side, marspec with the cache across AR steps at its defaults (`bench --parts
+--cache`, docs/cache.md), and writes the three sides' images/s, the ratios and each side's time
+shares (transformer passes, head, decode) instead of the FLOP tables (the cache's lazy passes do
+less than the schedule's FLOPs). At MAR's num_iter 64 and 256 a generation takes minutes, so
+--no-warm drops both sides' untimed warm-up image:
+
+  /usr/bin/python3 scripts/bench/realsize_cpu_bench.py --cache --no-warm --threads 1 --batches 1 \
+      --cfgs 2.9 --num-iter 64 --reps 2 --out out/realsize/cache-b1
 """
 import argparse
 import json
@@ -48,7 +57,7 @@ def thread_env(threads):
     return env
 
 
-def marspec(args, threads, batch, cfg, tuning="", suite=None, precision="fp32"):
+def marspec(args, threads, batch, cfg, tuning="", suite=None, precision="fp32", cache=False):
     su = suite or real_suite(args)
     cmd = [args.marspec, "bench", "--parts", "--json", "--target", su["pack"], "--images", str(batch), "--batch", str(batch),
            "--num-iter", str(su["num_iter"]), "--steps", str(su["steps"]), "--cfg", str(cfg), "--rounds", "1",
@@ -57,17 +66,31 @@ def marspec(args, threads, batch, cfg, tuning="", suite=None, precision="fp32"):
         cmd += ["--ort-tuning", tuning]
     if precision != "fp32":
         cmd += ["--precision", precision]
+    if cache:
+        cmd += ["--cache"]
+    if args.no_warm:
+        cmd += ["--no-warm"]
     r = run_json(cmd, thread_env(threads))
-    return {"side": "marspec" if precision == "fp32" else "marspec-" + precision, "images_per_second": r["images_per_second"], "open_seconds": r["open_seconds"],
+    side = "marspec-cache" if cache else "marspec" if precision == "fp32" else "marspec-" + precision
+    # with the cache, a transformer pass is a plain one (transformer.onnx) or a cached graph call
+    passes = r["transformer"]["calls"] + r.get("cached_pass", {}).get("calls", 0)
+    cached = r.get("cached_pass", {"calls": 0, "ms_per_call": 0.0, "share": 0.0})
+    return {"side": side, "images_per_second": r["images_per_second"], "open_seconds": r["open_seconds"],
             "transformer_ms": r["transformer"]["ms_per_call"], "head_step_ms": r["head_step"]["ms_per_call"],
-            "decode_ms": r["decode"]["ms_per_call"], "tuning": r["ort_tuning"]}
+            "decode_ms": r["decode"]["ms_per_call"], "tuning": r["ort_tuning"],
+            "plain_passes": r["transformer"]["calls"], "cached_passes": cached["calls"],
+            "cached_pass_ms": cached["ms_per_call"], "transformer_pass_ms_all": (
+                (r["transformer"]["calls"] * r["transformer"]["ms_per_call"] + cached["calls"] * cached["ms_per_call"]) / max(passes, 1)),
+            "transformer_share": r["transformer"]["share"] + cached["share"], "head_share": r["head_step"]["share"],
+            "decode_share": r["decode"]["share"], "cache": r.get("cache", "off"), "load_average": r.get("load_average")}
 
 
 def official(args, threads, batch, cfg, suite=None):
     su = suite or real_suite(args)
     cmd = [sys.executable, os.path.join(HERE, "official_mar_bench.py"), "--code", args.code, "--model", su["model"],
            "--pack", su["pack"], "--batch", str(batch), "--images", str(batch), "--num-iter", str(su["num_iter"]),
-           "--steps", str(su["steps"]), "--cfg", str(cfg), "--cpu", "--threads", str(threads), "--warmup", "1"]
+           "--steps", str(su["steps"]), "--cfg", str(cfg), "--cpu", "--threads", str(threads),
+           "--warmup", "0" if args.no_warm else "1"]
     if su.get("checkpoint"):
         cmd += ["--checkpoint", su["checkpoint"]]
     r = run_json(cmd, thread_env(threads))
@@ -75,9 +98,13 @@ def official(args, threads, batch, cfg, suite=None):
     per_pass = (p["encoder"]["seconds"] + p["decoder"]["seconds"]) / p["encoder"]["calls"]
     # one p_sample_loop call is all diffusion steps of one AR step; the VAE decodes the batch at once
     decode = p["vae_decode"]["ms_per_call"] / batch if "vae_decode" in p else 0.0  # pixel tokens: nothing to decode
+    share = lambda *names: sum(p[n]["seconds"] for n in names if n in p) / r["seconds"]
     return {"side": "official", "images_per_second": r["images_per_second"], "open_seconds": r["load_seconds"],
             "transformer_ms": 1000 * per_pass, "head_step_ms": p["head_loop"]["ms_per_call"] / su["steps"],
-            "decode_ms": decode, "stand_ins": r["stand_ins"], "torch": r["torch"]}
+            "decode_ms": decode, "stand_ins": r["stand_ins"], "torch": r["torch"],
+            "transformer_pass_ms_all": 1000 * per_pass, "plain_passes": p["encoder"]["calls"], "cached_passes": 0,
+            "transformer_share": share("encoder", "decoder"), "head_share": share("head_loop"),
+            "decode_share": share("vae_decode")}
 
 
 def real_suite(args):
@@ -89,23 +116,48 @@ def toy_suite(args):
     return {"pack": args.toy_pack, "model": "pack", "checkpoint": args.toy_checkpoint, "num_iter": 4, "steps": 25}
 
 
-def side_by_side(args, suite, threads, batch, cfg, log, int8=False):
-    """Both sides (and marspec at int8 when asked), --reps times, rotating which goes first;
-    returns the medians of each side, keyed by its name."""
+def side_by_side(args, suite, threads, batch, cfg, log, int8=False, cache=False):
+    """Both sides (and marspec at int8, or with the cache, when asked), --reps times, rotating
+    which goes first; returns the medians of each side, keyed by its name."""
     sides = [marspec, official]
     if int8:
         sides.append(lambda *a, **k: marspec(*a, precision="int8", **k))
+    if cache:
+        sides.append(lambda *a, **k: marspec(*a, cache=True, **k))
     got = {}
     for rep in range(args.reps):
         for side in sides[rep % len(sides):] + sides[:rep % len(sides)]:
+            load_before = os.getloadavg()[0]
             r = side(args, threads, batch, cfg, suite=suite)
-            r.update(pack=suite["pack"], threads=threads, batch=batch, cfg=cfg, rep=rep, load=os.getloadavg()[0])
+            r.update(pack=suite["pack"], threads=threads, batch=batch, cfg=cfg, rep=rep, load_before=load_before,
+                     load=os.getloadavg()[0], num_iter=suite["num_iter"], steps=suite["steps"],
+                     finished=time.strftime("%H:%M:%S", time.gmtime()))
             log.write(json.dumps(r) + "\n")
             log.flush()
             got.setdefault(r["side"], []).append(r)
             print(json.dumps(r), file=sys.stderr)
     keys = ("images_per_second", "transformer_ms", "head_step_ms", "decode_ms", "open_seconds")
+    if cache:
+        keys += ("transformer_pass_ms_all", "transformer_share", "head_share", "decode_share", "plain_passes",
+                 "cached_passes", "load_before", "load")
     return {side: {k: med(rs, k) for k in keys} for side, rs in got.items()}
+
+
+CACHE_HEADER = ["| threads | batch | num_iter | cfg | marspec img/s | marspec + cache img/s | official img/s | cache / marspec | "
+                "cache / official | cache / stronger | passes (plain + cached) | transformer / head / decode share: marspec | "
+                "marspec + cache | official | load (before, after) |", "|---" * 15 + "|"]
+
+
+def cache_row(threads, batch, num_iter, cfg, m, c, o):
+    """One setting of the three sides; the stronger baseline is the faster of marspec
+    uncached and the official code."""
+    pct = lambda r: f"{100 * r['transformer_share']:.1f} / {100 * r['head_share']:.1f} / {100 * r['decode_share']:.1f} %"
+    ips = lambda r: r["images_per_second"]
+    loads = [r[k] for r in (m, c, o) for k in ("load_before", "load")]
+    return (f"| {threads} | {batch} | {num_iter} | {cfg:g} | {ips(m):.4g} | {ips(c):.4g} | {ips(o):.4g} | "
+            f"**{ips(c) / ips(m):.2f}x** | **{ips(c) / ips(o):.2f}x** | **{ips(c) / max(ips(m), ips(o)):.2f}x** | "
+            f"{c['plain_passes']:.0f} + {c['cached_passes']:.0f} | {pct(m)} | {pct(c)} | {pct(o)} | "
+            f"{min(loads):.2f} to {max(loads):.2f} |")
 
 
 def table_row(threads, batch, cfg, m, o):
@@ -141,8 +193,15 @@ def main():
                     "rebuilt from --toy-pack (e.g. runs/target-rebuilt/checkpoint-last.pth)")
     ap.add_argument("--toy-batches", default="1,64")
     ap.add_argument("--out", default="out/realsize")
+    ap.add_argument("--cache", action="store_true", help="add a third side, marspec with the cache across AR steps "
+                    "(bench --parts --cache, the cache's defaults), and write the three sides' table instead of the FLOP tables")
+    ap.add_argument("--no-warm", action="store_true", help="no untimed warm-up image on either side (marspec --no-warm, "
+                    "official --warmup 0): at num_iter 64 and above it takes minutes")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.cache:
+        cache_main(args)
+        return
     flops = run_json([sys.executable, os.path.join(HERE, "realsize_flops.py"), "--model", args.model,
                       "--num-iter", str(args.num_iter)], dict(os.environ))
     log = open(os.path.join(args.out, "results.jsonl"), "a")
@@ -210,6 +269,23 @@ def main():
     md += ["", f"FLOPs: transformer {flops['transformer_gflop_mean_pass']:.1f} GFLOP per row at the mean pass "
            f"({flops['transformer_gflop_full_sequence']:.1f} over the full sequence), head {1000 * flops['head_gflop_per_token_step']:.1f} "
            f"MFLOP per token and step, decode {flops['decode_gflop_per_image']:.0f} GFLOP per image."]
+    with open(os.path.join(args.out, "realsize.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+def cache_main(args):
+    """--cache: marspec uncached, marspec with the cache and the official code, alternated."""
+    log = open(os.path.join(args.out, "results.jsonl"), "a")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    md = [f"Run {started} on {platform.machine()}, {os.cpu_count()} CPUs ({cpu_name()}); {args.model} random weights, "
+          f"num_iter {args.num_iter}, {args.steps} diffusion steps, fp32; the cache at its defaults; {args.reps} alternated "
+          f"repetition(s), medians{'; no warm-up image' if args.no_warm else ''}.", ""] + CACHE_HEADER
+    for threads in [int(t) for t in args.threads.split(",")]:
+        for batch in [int(b) for b in args.batches.split(",")]:
+            for cfg in [float(c) for c in args.cfgs.split(",")]:
+                res = side_by_side(args, real_suite(args), threads, batch, cfg, log, cache=True)
+                md.append(cache_row(threads, batch, args.num_iter, cfg, res["marspec"], res["marspec-cache"], res["official"]))
     with open(os.path.join(args.out, "realsize.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
