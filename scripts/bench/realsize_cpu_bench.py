@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -127,9 +128,13 @@ def side_by_side(args, suite, threads, batch, cfg, log, int8=False, cache=False)
     got = {}
     for rep in range(args.reps):
         for side in sides[rep % len(sides):] + sides[:rep % len(sides)]:
-            load_before = os.getloadavg()[0]
+            load_before, cpu_before, wall_before = os.getloadavg()[0], children_cpu_seconds(), time.perf_counter()
             r = side(args, threads, batch, cfg, suite=suite)
+            # the CPU the side's process got over its life (opening included): on a shared
+            # machine a side can get less than the one core it asks for
+            cpu, wall = children_cpu_seconds() - cpu_before, time.perf_counter() - wall_before
             r.update(pack=suite["pack"], threads=threads, batch=batch, cfg=cfg, rep=rep, load_before=load_before,
+                     process_cpu_seconds=cpu, process_wall_seconds=wall, process_cpu_share=cpu / wall,
                      load=os.getloadavg()[0], num_iter=suite["num_iter"], steps=suite["steps"],
                      finished=time.strftime("%H:%M:%S", time.gmtime()))
             log.write(json.dumps(r) + "\n")
@@ -139,13 +144,19 @@ def side_by_side(args, suite, threads, batch, cfg, log, int8=False, cache=False)
     keys = ("images_per_second", "transformer_ms", "head_step_ms", "decode_ms", "open_seconds")
     if cache:
         keys += ("transformer_pass_ms_all", "transformer_share", "head_share", "decode_share", "plain_passes",
-                 "cached_passes", "load_before", "load")
+                 "cached_passes", "load_before", "load", "process_cpu_share")
     return {side: {k: med(rs, k) for k in keys} for side, rs in got.items()}
 
 
 CACHE_HEADER = ["| threads | batch | num_iter | cfg | marspec img/s | marspec + cache img/s | official img/s | cache / marspec | "
                 "cache / official | cache / stronger | passes (plain + cached) | transformer / head / decode share: marspec | "
-                "marspec + cache | official | load (before, after) |", "|---" * 15 + "|"]
+                "marspec + cache | official | load (before, after) | CPU per wall second (m / c / o) |", "|---" * 16 + "|"]
+
+
+def children_cpu_seconds():
+    """User and system CPU seconds of the finished child processes so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def cache_row(threads, batch, num_iter, cfg, m, c, o):
@@ -157,7 +168,8 @@ def cache_row(threads, batch, num_iter, cfg, m, c, o):
     return (f"| {threads} | {batch} | {num_iter} | {cfg:g} | {ips(m):.4g} | {ips(c):.4g} | {ips(o):.4g} | "
             f"**{ips(c) / ips(m):.2f}x** | **{ips(c) / ips(o):.2f}x** | **{ips(c) / max(ips(m), ips(o)):.2f}x** | "
             f"{c['plain_passes']:.0f} + {c['cached_passes']:.0f} | {pct(m)} | {pct(c)} | {pct(o)} | "
-            f"{min(loads):.2f} to {max(loads):.2f} |")
+            f"{min(loads):.2f} to {max(loads):.2f} | {m['process_cpu_share']:.2f} / {c['process_cpu_share']:.2f} / "
+            f"{o['process_cpu_share']:.2f} |")
 
 
 def table_row(threads, batch, cfg, m, o):
