@@ -530,6 +530,8 @@ def manifest_entry(file, ck):
             "width": ck["config"]["width"], "depth": ck["config"]["depth"],
             "minutes": ck["minutes"], "steps": ck["steps"], "teacher_rows": ck["teacher_rows"],
             "batch": a.get("batch"), "lr": a.get("lr"), "heldout": ck.get("heldout")}
+        # a fine-tuning run (energy_head, dmd_head) has no teacher rows, batch or per-t record
+        entry["training"] = {k: v for k, v in entry["training"].items() if v not in (None, 0)}
         held = ck.get("heldout") or {}
         if "rms_k1" in held:
             entry["training"]["quality"] = {
@@ -542,7 +544,7 @@ def manifest_entry(file, ck):
             entry["training"]["quality"] = {
                 "energy_distance": ck["energy"], "about":
                 "mean over held-out contexts (fashion-mnist test) of the energy distance of each "
-                "sampler's samples to the teacher's ddim eta 1 in 25 steps (dmd_head.HeldOut); "
+                "sampler's samples to the teacher's ddim eta 1 in 25 steps (lib/headchain.HeldOut); "
                 "baselines: that sampler with other noise (the floor), 50 steps, the ODE"}
         if ck.get("cost"):
             entry["training"]["cost"] = ck["cost"]
