@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 )
@@ -13,7 +14,11 @@ import (
 // gradient vanishes when the two scores agree, and the ONNX read-back of the start.
 func TestHeadMatchingObjectivesOnAnAnalyticTeacher(t *testing.T) {
 	needTorch(t)
-	if out, err := exec.Command(python, "test_head_matching.py").CombinedOutput(); err != nil {
+	cmd := exec.Command(python, "test_head_matching.py")
+	// one thread in every pool: torch.set_num_threads leaves OpenBLAS's and OpenMP's own threads
+	// spinning, which made this script three times the CPU and seven times the wall time here
+	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("test_head_matching.py: %v\n%s", err, out)
 	}
 }
