@@ -125,6 +125,9 @@ func describeSettings(numIter, steps int, sampler string, eta *float64) string {
 	if eta != nil {
 		head += " eta " + strconv.FormatFloat(*eta, 'g', -1, 64)
 	}
+	if steps == 1 {
+		return s + ", " + head + " in 1 step"
+	}
 	if steps > 0 {
 		return s + ", " + head + " in " + strconv.Itoa(steps) + " steps"
 	}
