@@ -76,9 +76,6 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 	if err := m.Validate(&opt); err != nil {
 		return PartsReport{}, err
 	}
-	if opt.Cache.On && m.Cached == nil {
-		return PartsReport{}, fmt.Errorf("pack %s has no cached transformer (scripts/packs/cached_transformer.py --pack DIR adds one)", m.Manifest.Name)
-	}
 	classes := imageClasses(m, pf.Images)
 	onnxTr, onnxHead, tok := m.Transformer, m.Head, m.Tokenizer
 	defer func() { m.Transformer, m.Head, m.Tokenizer = onnxTr, onnxHead, tok }()

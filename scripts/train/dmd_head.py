@@ -112,9 +112,7 @@ def dmd_update(student, fake, opt, fake_opt, z, z_u, cfg, real_eps, clip, fake_u
     """One student update on a batch of contexts, after fake_updates updates of the fake score
     on the student's current samples (two time scales, as DMD2). real_eps(x, tau, z, z_u, cfg)
     is the teacher's guided epsilon. Returns (DMD loss, mean fake loss)."""
-    stage = torch.multinomial(torch.tensor(chain.get("stage_probs", hc.STAGE_PROBS)), z.shape[0],
-                              replacement=True, generator=gen)
-    x_in, t_in = hc.pick_steps(hc.chain_states(student, z, z_u, cfg, clip, chain.get("k2_share", 0.5), gen), stage)
+    x_in, t_in = hc.chain_inputs(student, z, z_u, cfg, clip, gen=gen, **chain)
     fake_loss = 0.0
     for _ in range(fake_updates):
         with torch.no_grad():
@@ -127,10 +125,7 @@ def dmd_update(student, fake, opt, fake_opt, z, z_u, cfg, real_eps, clip, fake_u
         fake_opt.step()
         fake_loss += loss_f.item() / max(1, fake_updates)
     raw = student(x_in, t_in, z, z_u, cfg)
-    if clip and straight_through:  # the sampler clips; the gradient passes the clip
-        x0 = raw + (raw.clamp(-1, 1) - raw).detach()
-    else:
-        x0 = raw.clamp(-1, 1) if clip else raw
+    x0 = hc.clip_output(raw, clip, straight_through)
     n = x0.shape[0]
     tau = torch.randint(TAU_MIN, TAU_MAX + 1, (n,), generator=gen)
     with torch.no_grad():
@@ -140,11 +135,7 @@ def dmd_update(student, fake, opt, fake_opt, z, z_u, cfg, real_eps, clip, fake_u
                      lambda x, real: fake(x, tf, z, z_u, cfg, t_in, real), clip)
     loss = 0.5 * ((x0 - (x0 - g).detach()) ** 2).sum(dim=1).mean()
     if clip and box_weight:
-        # what passes the clip must stay at the bound: a component once pushed past it gets no
-        # say in the clipped sample (the gradient stops) or a say at any depth (straight
-        # through), and either way stays out, a ratchet that had 46% of the components at the
-        # bounds after 300 updates here (the teacher's ddim eta 1: 21%)
-        loss = loss + box_weight * 0.5 * ((raw - raw.clamp(-1, 1)) ** 2).sum(dim=1).mean()
+        loss = loss + box_weight * hc.bound_penalty(raw)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
@@ -199,11 +190,11 @@ def train(args):
     fake = FakeScore(real_eps, r.net, r.mar.class_emb.weight.shape[1])
     opt = torch.optim.AdamW(r.student.parameters(), lr=args.lr, betas=(args.beta1, 0.99), weight_decay=0.0)
     fake_opt = torch.optim.AdamW(fake.parameters(), lr=args.fake_lr, betas=(args.beta1, 0.99), weight_decay=0.0)
-    warm = fake_warmup(args, r.student, fake, fake_opt, r.mar, r.tokens, r.labels, r.clip)
+    chain = dict(stage_probs=[float(v) for v in args.stage_probs.split(",")], k2_share=args.k2_share)
+    warm = fake_warmup(args, r.student, fake, fake_opt, r.mar, r.tokens, r.labels, r.clip, chain)
     r.note(fake_warmup=args.fake_warmup, fake_loss=warm, minutes=r.minutes())
     step = chunks = 0
     run = {"gen": 0.0, "fake": 0.0}
-    chain = dict(stage_probs=[float(v) for v in args.stage_probs.split(",")], k2_share=args.k2_share)
     while r.minutes() < args.minutes and (not args.max_steps or step < args.max_steps):
         idx = torch.randint(0, r.tokens.shape[0], (args.images,))
         with torch.no_grad():
@@ -236,7 +227,7 @@ def train(args):
     return path
 
 
-def fake_warmup(args, student, fake, fake_opt, mar, tokens, labels, clip):
+def fake_warmup(args, student, fake, fake_opt, mar, tokens, labels, clip, chain):
     """Fits the fake score to the initial student's samples before the student moves: it starts
     as the teacher's *conditional* score, far from a guided student's, and DMD's first updates
     would follow that mismatch. Returns the mean loss of the last 100 updates."""
@@ -248,8 +239,7 @@ def fake_warmup(args, student, fake, fake_opt, mar, tokens, labels, clip):
                 cz, cz_u, ccfg = dh.contexts(mar, tokens[idx], labels[idx], args.per_image)
         i = torch.randint(0, cz.shape[0], (args.batch,))
         z, z_u, cfg = cz[i], cz_u[i], ccfg[i]
-        stage = torch.multinomial(torch.tensor(hc.STAGE_PROBS), z.shape[0], replacement=True)
-        x_in, t_in = hc.pick_steps(hc.chain_states(student, z, z_u, cfg, clip), stage)
+        x_in, t_in = hc.chain_inputs(student, z, z_u, cfg, clip, **chain)
         with torch.no_grad():
             x0 = student(x_in, t_in, z, z_u, cfg)
             x0 = x0.clamp(-1, 1) if clip else x0

@@ -66,13 +66,11 @@ def update(student, opt, z, z_u, cfg, teacher, clip, box_weight, gen=None,
     g, m, d = teacher.shape
     rep = lambda v: v.repeat_interleave(m, dim=0)
     zz, zu, cc = rep(z), rep(z_u), rep(cfg)
-    stage = rep(torch.multinomial(torch.tensor(stage_probs), g, replacement=True, generator=gen))
-    x_in, t_in = hc.pick_steps(hc.chain_states(student, zz, zu, cc, clip, k2_share, gen), stage)
+    x_in, t_in = hc.chain_inputs(student, zz, zu, cc, clip, stage_probs, k2_share, gen, group=m)
     raw = student(x_in, t_in, zz, zu, cc)
-    x0 = raw + (raw.clamp(-1, 1) - raw).detach() if clip else raw  # the sampler clips
-    loss = energy_score(x0.reshape(g, m, d), teacher)
-    if clip and box_weight:  # keep what passes the clip at the bound (dmd_head.dmd_update says why)
-        loss = loss + box_weight * 0.5 * ((raw - raw.clamp(-1, 1)) ** 2).sum(dim=1).mean()
+    loss = energy_score(hc.clip_output(raw, clip).reshape(g, m, d), teacher)
+    if clip and box_weight:
+        loss = loss + box_weight * hc.bound_penalty(raw)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
