@@ -9,8 +9,9 @@ import (
 )
 
 // The distilled sampler's settings are checked with field errors that name what is allowed:
-// the trained step counts, temperature 1, guidance up to the trained scale, no annealing, no
-// eta, no spec mode (its last step is a point mass), and a pack that has the head.
+// the trained step counts, guidance up to the trained scale, no annealing, no eta, no spec mode
+// (its last step is a point mass), and a pack that has the head; a temperature scales its
+// input noise, so any the request allows fits.
 func TestValidateDistilled(t *testing.T) {
 	_, cat := TestModelsWithDistilled()
 	d := "distilled"
@@ -18,7 +19,6 @@ func TestValidateDistilled(t *testing.T) {
 		{"untrained step count", "steps", "1, 2, 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(3)}},
 		{"pack default steps", "steps", "1, 2, 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d}},
 		{"preset's steps", "preset", "set steps explicitly", api.GenerateRequest{Preset: "quality", Sampler: d}},
-		{"temperature", "temperature", "1 with sampler distilled", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), Temperature: f64(0.9)}},
 		{"cfg above the trained range", "cfg", "1 to 4", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), CFG: f64(4.5)}},
 		{"annealing", "steps_late", "0", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), StepsLate: i(2)}},
 		{"eta", "eta", "ddim", api.GenerateRequest{Mode: ModeTarget, Sampler: d, Steps: i(4), Eta: f64(0.5)}},
@@ -28,6 +28,7 @@ func TestValidateDistilled(t *testing.T) {
 	for _, ok := range []api.GenerateRequest{
 		{Mode: ModeTarget, Sampler: d, Steps: i(1)},
 		{Mode: ModeTarget, Sampler: d, Steps: i(2), CFG: f64(3)},
+		{Mode: ModeTarget, Sampler: d, Steps: i(1), Temperature: f64(0.9)},
 		{Preset: "fast", Sampler: d, Steps: i(4), CFG: f64(4)},
 	} {
 		ok.Class, ok.Seed = api.Classes{"0"}, u64(1)
@@ -77,5 +78,26 @@ func TestRunConfigDistilled(t *testing.T) {
 	}
 	if _, err := ParseRunConfig("target:steps=3:sampler=distilled", runBase(), cat); Field(err) != "steps" {
 		t.Errorf("untrained steps in a configuration: %v, want a steps field error", err)
+	}
+}
+
+// A configuration's temperature sets its own point (over the run's), names its folder and is
+// carried into the preset tuned from it; a temperature no request allows is refused as one.
+func TestRunConfigTemperature(t *testing.T) {
+	_, cat := TestModelsWithDistilled()
+	text := "target:num_iter=3:steps=1:sampler=distilled:temperature=0.9"
+	rc, err := ParseRunConfig(text, runBase(), cat)
+	if err != nil || rc.Name != "target-it3-s1-distilled-temp0.9" || rc.Plan.Options.Temperature != 0.9 {
+		t.Fatalf("got %q %+v (%v)", rc.Name, rc.Plan.Options, err)
+	}
+	p, err := PresetFromRunConfig(text)
+	if err != nil || p.Temperature == nil || *p.Temperature != 0.9 || p.Sampler != "distilled" {
+		t.Errorf("preset from %s: %+v %v", text, p, err)
+	}
+	if p, _ := PresetFromRunConfig("target:num_iter=3"); p.Temperature != nil {
+		t.Errorf("a configuration without a temperature must leave the preset's unset: %v", *p.Temperature)
+	}
+	if _, err := ParseRunConfig("target:temperature=9", runBase(), cat); Field(err) != "temperature" {
+		t.Errorf("temperature 9: %v, want a temperature field error", err)
 	}
 }

@@ -168,8 +168,9 @@ func TestPresetSteps(t *testing.T) {
 
 // A preset's sampler and eta reach the plan unless the request names a sampler (which then
 // gets the pack's steps, not the preset's); a request the preset's distilled head cannot run
-// (no head in the pack, a temperature it cannot scale, guidance above its training) runs the
-// preset's fallback, named in the plan; one the fallback cannot run either keeps its error.
+// (no head in the pack, guidance above its training) runs the preset's fallback, named in the
+// plan; one the fallback cannot run either keeps its error. A temperature runs on the head (it
+// scales the head's input noise).
 func TestPresetSamplerAndFallback(t *testing.T) {
 	one := 1.0
 	set := testSettings("", map[string]Preset{
@@ -199,13 +200,16 @@ func TestPresetSamplerAndFallback(t *testing.T) {
 		edit func(*api.GenerateRequest)
 	}{
 		"pack without a distilled head": {noHead, nil},
-		"temperature 0.9":               {withHead, func(r *api.GenerateRequest) { v := 0.9; r.Temperature = &v }},
 		"cfg 5":                         {withHead, func(r *api.GenerateRequest) { v := 5.0; r.CFG = &v }},
 	} {
 		p, err := Validate(req(c.edit), c.cat)
 		if err != nil || p.Preset != "test-ddim" || p.Options.Sampler != diffusion.DDIM || p.Options.Eta != 1 || p.Options.Steps != 5 {
 			t.Errorf("%s: want the fallback preset, got %s %+v %v", name, p.Preset, p.Options, err)
 		}
+	}
+	if p, err := Validate(req(func(r *api.GenerateRequest) { r.Temperature = f64(0.9) }), withHead); err != nil ||
+		p.Preset != "test-distilled" || p.Options.Sampler != diffusion.Distilled || p.Options.Temperature != 0.9 {
+		t.Errorf("temperature 0.9 must run on the head: %s %+v %v", p.Preset, p.Options, err)
 	}
 	if _, err := Validate(req(func(r *api.GenerateRequest) { r.Steps = i(100000) }), withHead); Field(err) != "steps" {
 		t.Errorf("steps no preset can run must be refused as the request's own: %v", err)

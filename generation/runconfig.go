@@ -15,7 +15,7 @@ import (
 
 // Keys a configuration may set, by kind.
 const (
-	RunConfigKeysTarget = "num_iter, steps, anneal, final_noise, sampler, eta, cache, cache_full_steps, cache_refresh_every, cache_recompute, cache_cfg_reuse"
+	RunConfigKeysTarget = "num_iter, steps, anneal, final_noise, sampler, eta, temperature, cache, cache_full_steps, cache_refresh_every, cache_recompute, cache_cfg_reuse"
 	RunConfigKeysSpec   = "gamma, prefill, verify, acceptance, align, draft, exit_max_error, rejection, tolerance, steps"
 )
 
@@ -163,6 +163,9 @@ func setKey(req *Request, kind, k, v string) (named string, err error) {
 	case k == "eta" && baseline:
 		req.Eta, err = number()
 		return "eta" + v, err
+	case k == "temperature" && baseline: // over the run's --temperature, so one run can set points at several
+		req.Temperature, err = number()
+		return "temp" + v, err
 	case strings.HasPrefix(k, "cache") && baseline:
 		return setCacheKey(req, k, v)
 	case baseline:
@@ -237,5 +240,6 @@ func PresetFromRunConfig(text string) (Preset, error) {
 		p.StepsLate = *req.StepsLate
 	}
 	p.FinalStepNoise = req.FinalStepNoise != nil && *req.FinalStepNoise
+	p.Temperature = req.Temperature
 	return p, nil
 }

@@ -23,8 +23,12 @@ type distilledSampler struct {
 // the row's own TokenNoise (x_T, then Eps[i] for step i; Eps[0] is drawn but unused), so a
 // token still depends only on (seed, image, position, options). Guided rows pass both
 // conditioning vectors and their scale to the one student call; unguided rows pass z twice
-// and scale 1, as the student was trained. Temperature is refused by CheckDistilled, and
-// final-step noise does not apply (the run ends at the student's x0, as ddim's does).
+// and scale 1, as the student was trained. Final-step noise does not apply (the run ends at
+// the student's x0, as ddim's does).
+//
+// Temperature multiplies x_T and the re-noising Eps, as MAR's temperature multiplies the
+// noise its reverse steps inject: for a one-step generator this is the truncation of its
+// input noise, which trades spread for fidelity (docs/FRONTIER.md measures where FID gains).
 func (d *Denoiser) runDistilled(rows []DenoiseRow, x0 [][]float64) error {
 	ds := d.distilled
 	if ds == nil {
@@ -47,6 +51,10 @@ func (d *Denoiser) runDistilled(rows []DenoiseRow, x0 [][]float64) error {
 			return fmt.Errorf("denoise: %d noise steps for a %d-step distilled run", len(row.Noise.Eps), len(ds.times))
 		}
 	}
+	temp := d.Options.Temperature
+	if temp <= 0 {
+		temp = 1
+	}
 	for i, t := range ds.times {
 		ab := ds.training.AlphaBar(t)
 		a, s := math.Sqrt(ab), math.Sqrt(1-ab)
@@ -54,9 +62,9 @@ func (d *Denoiser) runDistilled(rows []DenoiseRow, x0 [][]float64) error {
 			xt := ds.xt[r*dim : (r+1)*dim]
 			for j := range xt {
 				if i == 0 {
-					xt[j] = float32(row.Noise.XT[j])
+					xt[j] = float32(temp * row.Noise.XT[j])
 				} else {
-					xt[j] = float32(a*x0[r][j] + s*row.Noise.Eps[i][j])
+					xt[j] = float32(a*x0[r][j] + s*temp*row.Noise.Eps[i][j])
 				}
 			}
 			ds.t[r] = float32(t)

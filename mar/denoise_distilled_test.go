@@ -21,54 +21,64 @@ func distilledModel() (*mar.Model, *analytic.Distilled) {
 // TokenNoise must have the teacher's law, N(mu_u + w (mu_c - mu_u), s^2), within 5 standard
 // errors in the mean and 5% in the variance (its standard error is 1%). Re-noising at the wrong
 // alphabar, or taking the wrong noise, or mixing guidance wrongly, moves one of them. Each step
-// is one student call, guided or not.
+// is one student call, guided or not. At temperature tau the noise (x_T and every re-noising)
+// is scaled by tau, and the exact student then gives N(mean, tau^2 s^2) at every K: scaling x_T
+// alone, or the re-noising alone, gives another variance for K > 1.
 func TestDistilledSamplerLaw(t *testing.T) {
 	m, head := distilledModel()
 	const n, s = 20000, 0.1
 	cond := []float32{0.3, -0.2, float32(math.Log(s))}
 	uncond := []float32{0.1, 0.0, float32(math.Log(s))}
-	for _, k := range []int{1, 2, 4} {
-		for _, guided := range []bool{false, true} {
-			den, err := m.NewDenoiser(mar.Options{Steps: k, Sampler: diffusion.Distilled, Temperature: 1}, false)
-			if err != nil {
-				t.Fatal(err)
+	for _, tau := range []float64{1, 0.8} {
+		for _, k := range []int{1, 2, 4} {
+			for _, guided := range []bool{false, true} {
+				checkDistilledLaw(t, m, head, k, guided, tau, n, s, cond, uncond)
 			}
-			want := []float64{0.3, -0.2}
-			rows := make([]mar.DenoiseRow, n)
-			for i := range rows {
-				rows[i] = mar.DenoiseRow{Z: cond, CFG: 1, Noise: diffusion.NewTokenNoise(uint64(k), i, 0, k, 2)}
-				if guided {
-					rows[i].ZUncond, rows[i].CFG = uncond, 2
-				}
-			}
-			if guided {
-				want = []float64{0.1 + 2*0.2, 0 + 2*-0.2}
-			}
-			x0 := mar.Rows(n, 2)
-			head.Calls = 0
-			if err := den.Run(rows, x0, nil); err != nil {
-				t.Fatal(err)
-			}
-			if head.Calls != k {
-				t.Errorf("K=%d guided=%v: %d student calls, want %d", k, guided, head.Calls, k)
-			}
-			for j := 0; j < 2; j++ {
-				var sum, sq float64
-				for _, x := range x0 {
-					sum += x[j]
-				}
-				mean := sum / n
-				for _, x := range x0 {
-					sq += (x[j] - mean) * (x[j] - mean)
-				}
-				v := sq / (n - 1)
-				if se := s / math.Sqrt(n); math.Abs(mean-want[j]) > 5*se {
-					t.Errorf("K=%d guided=%v dim %d: mean %.5f, want %.5f +- %.5f", k, guided, j, mean, want[j], 5*se)
-				}
-				if math.Abs(v/(s*s)-1) > 0.05 {
-					t.Errorf("K=%d guided=%v dim %d: variance %.6f, want %.6f within 5%%", k, guided, j, v, s*s)
-				}
-			}
+		}
+	}
+}
+
+func checkDistilledLaw(t *testing.T, m *mar.Model, head *analytic.Distilled, k int, guided bool, tau float64, n int, s float64, cond, uncond []float32) {
+	t.Helper()
+	den, err := m.NewDenoiser(mar.Options{Steps: k, Sampler: diffusion.Distilled, Temperature: tau}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{0.3, -0.2}
+	rows := make([]mar.DenoiseRow, n)
+	for i := range rows {
+		rows[i] = mar.DenoiseRow{Z: cond, CFG: 1, Noise: diffusion.NewTokenNoise(uint64(k), i, 0, k, 2)}
+		if guided {
+			rows[i].ZUncond, rows[i].CFG = uncond, 2
+		}
+	}
+	if guided {
+		want = []float64{0.1 + 2*0.2, 0 + 2*-0.2}
+	}
+	x0 := mar.Rows(n, 2)
+	head.Calls = 0
+	if err := den.Run(rows, x0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if head.Calls != k {
+		t.Errorf("K=%d guided=%v: %d student calls, want %d", k, guided, head.Calls, k)
+	}
+	for j := 0; j < 2; j++ {
+		var sum, sq float64
+		for _, x := range x0 {
+			sum += x[j]
+		}
+		mean := sum / float64(n)
+		for _, x := range x0 {
+			sq += (x[j] - mean) * (x[j] - mean)
+		}
+		v := sq / float64(n-1)
+		sd := tau * s
+		if se := sd / math.Sqrt(float64(n)); math.Abs(mean-want[j]) > 5*se {
+			t.Errorf("K=%d guided=%v tau=%g dim %d: mean %.5f, want %.5f +- %.5f", k, guided, tau, j, mean, want[j], 5*se)
+		}
+		if math.Abs(v/(sd*sd)-1) > 0.05 {
+			t.Errorf("K=%d guided=%v tau=%g dim %d: variance %.6f, want %.6f within 5%%", k, guided, tau, j, v, sd*sd)
 		}
 	}
 }
@@ -112,7 +122,6 @@ func TestDistilledValidate(t *testing.T) {
 		want string
 	}{
 		{mar.Options{Sampler: diffusion.Distilled, Steps: 3}, "steps 3"},
-		{mar.Options{Sampler: diffusion.Distilled, Steps: 4, Temperature: 0.9}, "temperature 0.9"},
 		{mar.Options{Sampler: diffusion.Distilled, Steps: 4, CFG: 4.5}, "cfg 4.5"},
 		{mar.Options{Sampler: diffusion.Distilled, Steps: 4, StepsLate: 2}, "steps_late 2"},
 	} {
@@ -121,9 +130,9 @@ func TestDistilledValidate(t *testing.T) {
 			t.Errorf("%+v: got %v, want an error naming %q", c.opt, err, c.want)
 		}
 	}
-	ok := mar.Options{Sampler: diffusion.Distilled, Steps: 2, CFG: 4}
+	ok := mar.Options{Sampler: diffusion.Distilled, Steps: 2, CFG: 4, Temperature: 0.9}
 	if err := m.Validate(&ok); err != nil {
-		t.Errorf("steps 2, cfg 4: %v", err)
+		t.Errorf("steps 2, cfg 4, temperature 0.9: %v", err)
 	}
 	plain := stepperModel()
 	if err := plain.Validate(&mar.Options{Sampler: diffusion.Distilled, Steps: 1}); err == nil || !strings.Contains(err.Error(), "no distilled_head") {

@@ -22,7 +22,7 @@ func openPack(t *testing.T, dir string) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Head.(*ONNXHead).Close(); m.Transformer.(*ONNXTransformer).Close() })
+	t.Cleanup(func() { m.Head.(*ONNXHead).Close(); m.Transformer.(*OpeningMemo).Close() })
 	return m
 }
 

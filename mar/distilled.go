@@ -86,9 +86,9 @@ func (e *OptionError) Error() string {
 }
 
 // CheckDistilled is the one place that says which options the distilled sampler accepts with
-// the pack m: the trained step counts, no annealing, temperature 1 (a consistency step has
-// no reverse-step variance that MAR's temperature could scale) and guidance up to the trained
-// scale. It returns nil for other samplers.
+// the pack m: the trained step counts, no annealing and guidance up to the trained scale. Any
+// temperature the request allows fits: it scales the student's input noise (runDistilled).
+// It returns nil for other samplers.
 func CheckDistilled(m *Manifest, opt Options) *OptionError {
 	if opt.Sampler != diffusion.Distilled {
 		return nil
@@ -105,9 +105,6 @@ func CheckDistilled(m *Manifest, opt Options) *OptionError {
 	case opt.StepsLate != 0:
 		return &OptionError{"steps_late", strconv.Itoa(opt.StepsLate), "0 (no annealing)",
 			"the distilled head's step counts are fixed by training"}
-	case opt.Temperature != 0 && opt.Temperature != 1:
-		return &OptionError{"temperature", strconv.FormatFloat(opt.Temperature, 'g', -1, 64), "1 with sampler distilled",
-			"the distilled head has no reverse-step variance for a temperature to scale"}
 	case opt.CFG > s.CFGMax:
 		return &OptionError{"cfg", strconv.FormatFloat(opt.CFG, 'g', -1, 64),
 			fmt.Sprintf("1 to %g with sampler distilled", s.CFGMax), "above the guidance scales it was trained on"}

@@ -342,7 +342,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 	}
-	model := &Model{Manifest: p.Manifest, Transformer: tr, Head: head, Tokenizer: tok}
+	model := &Model{Manifest: p.Manifest, Transformer: NewOpeningMemo(tr, OpeningMemoBytes), Head: head, Tokenizer: tok}
 	if p.Manifest.EarlyExit != nil {
 		exit, err := NewONNXEarlyExit(p.ExitDraft, p.ExitRest, p.Manifest, opt, p.Source)
 		if err != nil {
