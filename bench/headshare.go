@@ -66,11 +66,29 @@ func parseSamplerConfigs(list string) ([]samplerConfig, error) {
 
 // ProfileSamplers times one target-only generation per head sampler (the per-step head path,
 // which the CPU takes), the samplers interleaved round by round, and writes per sampler the wall
-// time, the head's share (head.onnx or the distilled head) and the transformer's.
-func ProfileSamplers(out io.Writer, m *mar.Model, pf ProfileSettings, samplers string, threads int) error {
+// time, the head's share (head.onnx or the distilled head) and the transformer's. With
+// opening, each sampler runs twice, without the opening memo (mar.OpeningMemo) and with it
+// warm (round 0 fills it, as a server's first requests for the classes do).
+func ProfileSamplers(out io.Writer, m *mar.Model, pf ProfileSettings, samplers string, threads int, opening bool) error {
 	configs, err := parseSamplerConfigs(samplers)
 	if err != nil {
 		return err
+	}
+	memo, _ := m.Transformer.(*mar.OpeningMemo)
+	if opening && memo == nil {
+		return fmt.Errorf("--opening: the target's transformer has no opening memo")
+	}
+	memoOn := make([]bool, len(configs))
+	if opening {
+		var both []samplerConfig
+		memoOn = nil
+		for _, c := range configs {
+			off := c
+			off.text += ", no opening memo"
+			both = append(both, off, c)
+			memoOn = append(memoOn, false, true)
+		}
+		configs = both
 	}
 	if pf.Images < 1 || pf.Rounds < 1 {
 		return fmt.Errorf("--images and --rounds must be at least 1")
@@ -85,12 +103,26 @@ func ProfileSamplers(out io.Writer, m *mar.Model, pf ProfileSettings, samplers s
 	classes := imageClasses(m, pf.Images)
 	onnxTr, onnxHead, onnxDist := m.Transformer, m.Head, m.Distilled
 	defer func() { m.Transformer, m.Head, m.Distilled = onnxTr, onnxHead, onnxDist }()
+	// with opening, the graph under the memo is timed (its passes, not the memo's answers),
+	// and one memo lives through the rounds
+	var memoTime partTime
+	var warmMemo *mar.OpeningMemo
+	if opening {
+		warmMemo = mar.NewOpeningMemo(timedTransformer{memo.Transformer, &memoTime}, mar.OpeningMemoBytes)
+	}
 	load0 := loadAvg()
 	profiles := make([]pathProfile, len(configs))
 	for round := 0; round <= pf.Rounds; round++ { // round 0 warms every sampler up and is not counted
 		for i := range configs {
 			tr, head := &partTime{}, &partTime{}
 			m.Transformer, m.Head = timedTransformer{onnxTr, tr}, timedHead{onnxHead, head}
+			switch {
+			case opening && memoOn[i]:
+				memoTime = partTime{}
+				m.Transformer, tr = warmMemo, &memoTime
+			case opening:
+				m.Transformer = timedTransformer{memo.Transformer, tr}
+			}
 			if onnxDist != nil {
 				m.Distilled = timedDistilled{onnxDist, head}
 			}
@@ -112,12 +144,12 @@ func ProfileSamplers(out io.Writer, m *mar.Model, pf ProfileSettings, samplers s
 	fmt.Fprintf(out, "# %s target-only: %d images, batch %d, num-iter %d, cfg %g; %d rounds, the samplers interleaved\n\n",
 		m.Manifest.Name, pf.Images, opts[0].Batch, opts[0].NumIter, pf.CFG, pf.Rounds)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "sampler:steps\twall per generation\timages/s\tspeed vs first\thead share\ttransformer share\thead calls\t")
+	fmt.Fprintln(w, "sampler:steps\twall per generation\timages/s\tspeed vs first\thead share\ttransformer share\thead calls\ttransformer calls\t")
 	base := profiles[0].wall.Seconds()
 	for i, p := range profiles {
 		wall := p.wall.Seconds()
-		fmt.Fprintf(w, "%s\t%.3f s\t%.1f\t%.2fx\t%.1f%%\t%.1f%%\t%d\t\n", configs[i].text, wall/float64(pf.Rounds),
-			float64(pf.Images*pf.Rounds)/wall, base/wall, 100*p.head.d.Seconds()/wall, 100*p.tr.d.Seconds()/wall, p.head.calls/pf.Rounds)
+		fmt.Fprintf(w, "%s\t%.3f s\t%.1f\t%.2fx\t%.1f%%\t%.1f%%\t%d\t%d\t\n", configs[i].text, wall/float64(pf.Rounds),
+			float64(pf.Images*pf.Rounds)/wall, base/wall, 100*p.head.d.Seconds()/wall, 100*p.tr.d.Seconds()/wall, p.head.calls/pf.Rounds, p.tr.calls/pf.Rounds)
 	}
 	return w.Flush()
 }

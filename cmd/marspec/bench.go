@@ -36,6 +36,7 @@ func runBench(args []string) error {
 	genBatches := fs.String("gen-batches", "1,8", "--precisions: one timed generation per entry, of that many images in one batch (--num-iter, --steps; empty = none)")
 	samplers := fs.String("samplers", "", "--profile: compare head samplers instead of the head paths: sampler:steps[:eta], comma-separated "+
 		"(e.g. ddpm:25,ddim:10:1,distilled:4): wall time, images/s and the head's share, interleaved")
+	opening := fs.Bool("opening", false, "with --profile --samplers: run each sampler without and with the opening memo (the first AR step's conditions remembered per class), interleaved")
 	parts := fs.Bool("parts", false, "time one target-only generation per model part instead (transformer pass, head step, decode; "+
 		"the pack's open time), as scripts/bench/realsize_cpu_bench.py sets beside the official code; takes --batch, --num-iter, --cfg, --steps, --images, --rounds, --no-warm; "+
 		"with --cache, the generation runs with the cache (its knobs as generate's --cache-* flags)")
@@ -91,7 +92,10 @@ func runBench(args []string) error {
 		}
 		pf.Images = *images
 		if *samplers != "" {
-			return bench.ProfileSamplers(os.Stdout, m, pf, *samplers, rt.threads)
+			return bench.ProfileSamplers(os.Stdout, m, pf, *samplers, rt.threads, *opening)
+		}
+		if *opening {
+			return fmt.Errorf("--opening takes --samplers (e.g. --samplers distilled:1,ddim:10:1)")
 		}
 		return bench.Profile(os.Stdout, m, pf, *steps, rt.threads)
 	}
