@@ -45,8 +45,8 @@ func CacheCompare(out, progress io.Writer, m *mar.Model, pf ProfileSettings, ste
 		}
 		runs = append(runs, &cacheRun{name: "cache " + c.String(), cache: c})
 	}
-	onnxTr, onnxHead := m.Transformer, m.Head
-	defer func() { m.Transformer, m.Head, m.Cached.OnRun = onnxTr, onnxHead, nil }()
+	onnxTr, onnxHead := mar.Unmemoized(m.Transformer), m.Head
+	defer func(tr mar.Transformer) { m.Transformer, m.Head, m.Cached.OnRun = tr, onnxHead, nil }(m.Transformer)
 	classes := imageClasses(m, pf.Images)
 	load0 := loadAvg()
 	first := 1

@@ -101,8 +101,8 @@ func ProfileSamplers(out io.Writer, m *mar.Model, pf ProfileSettings, samplers s
 		}
 	}
 	classes := imageClasses(m, pf.Images)
-	onnxTr, onnxHead, onnxDist := m.Transformer, m.Head, m.Distilled
-	defer func() { m.Transformer, m.Head, m.Distilled = onnxTr, onnxHead, onnxDist }()
+	onnxTr, onnxHead, onnxDist := mar.Unmemoized(m.Transformer), m.Head, m.Distilled
+	defer func(tr mar.Transformer) { m.Transformer, m.Head, m.Distilled = tr, onnxHead, onnxDist }(m.Transformer)
 	// with opening, the graph under the memo is timed (its passes, not the memo's answers),
 	// and one memo lives through the rounds
 	var memoTime partTime

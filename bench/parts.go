@@ -77,8 +77,8 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 		return PartsReport{}, err
 	}
 	classes := imageClasses(m, pf.Images)
-	onnxTr, onnxHead, tok := m.Transformer, m.Head, m.Tokenizer
-	defer func() { m.Transformer, m.Head, m.Tokenizer = onnxTr, onnxHead, tok }()
+	onnxTr, onnxHead, tok := mar.Unmemoized(m.Transformer), m.Head, m.Tokenizer
+	defer func(tr mar.Transformer) { m.Transformer, m.Head, m.Tokenizer = tr, onnxHead, tok }(m.Transformer)
 	if m.Cached != nil {
 		defer func() { m.Cached.OnRun = nil }()
 	}

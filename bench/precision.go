@@ -162,7 +162,7 @@ func forwardOutputs(m *mar.Model) ([2][]float32, error) {
 	const batch = 2
 	ctx := halfKnownContexts(batch, L, D, rng)
 	z := make([]float32, batch*L*W)
-	if err := ctx.Condition(m.Transformer, z, nil); err != nil {
+	if err := ctx.Condition(mar.Unmemoized(m.Transformer), z, nil); err != nil {
 		return [2][]float32{}, err
 	}
 	const n = 8

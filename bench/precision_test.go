@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/cpu"
+
 	"marspec/generation"
 	"marspec/mar"
 )
@@ -38,9 +40,16 @@ func TestComparePrecisions(t *testing.T) {
 	if len(rel) != 2 {
 		t.Fatalf("want two fidelity lines:\n%s", text)
 	}
+	// Without VNNI, ONNX Runtime's AVX2 int8 kernel multiplies u8 by s8 pairwise into int16,
+	// which saturates: 0.067 and 0.081 here on an AVX2-only EPYC, against under 0.03 with VNNI
+	// (the int8 FID stays within noise on both: docs/BENCHMARKS.md, "int8").
+	bound := 0.03
+	if !cpu.X86.HasAVX512VNNI && !cpu.X86.HasAVXVNNI {
+		bound = 0.1
+	}
 	for _, m := range rel {
-		if v, err := strconv.ParseFloat(m[2], 64); err != nil || v < 1e-4 || v > 0.03 {
-			t.Errorf("%s: relative RMS difference %s, want 1e-4 to 0.03 (int8 graphs run, and close)", m[1], m[2])
+		if v, err := strconv.ParseFloat(m[2], 64); err != nil || v < 1e-4 || v > bound {
+			t.Errorf("%s: relative RMS difference %s, want 1e-4 to %g (int8 graphs run, and close)", m[1], m[2], bound)
 		}
 	}
 	for _, part := range []string{"transformer pass (ms)", "head step (ms)", "generate num_iter 4, steps 5 (images/s)"} {

@@ -91,8 +91,8 @@ func Profile(out io.Writer, m *mar.Model, pf ProfileSettings, steps int, threads
 	if pf.Images < 1 || pf.Rounds < 1 {
 		return fmt.Errorf("--images and --rounds must be at least 1")
 	}
-	onnxTr, onnxHead, loop := m.Transformer, m.Head, lh.FusedLoop()
-	defer func() { m.Transformer, m.Head = onnxTr, onnxHead }()
+	onnxTr, onnxHead, loop := mar.Unmemoized(m.Transformer), m.Head, lh.FusedLoop()
+	defer func(tr mar.Transformer) { m.Transformer, m.Head = tr, onnxHead }(m.Transformer)
 	opt := mar.Options{Seed: 1, CFG: pf.CFG, NumIter: pf.NumIter, Steps: steps, Batch: pf.Batch}
 	if err := m.Validate(&opt); err != nil {
 		return err
