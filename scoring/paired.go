@@ -176,21 +176,29 @@ func sameSetting(a, b FrontierSettings) bool {
 	return a.CFG == b.CFG && a.Temperature == b.Temperature && a.Target == b.Target
 }
 
-// markPaired flags the Pareto rows among those with a speed and a mean paired FID, by the
-// frontier's rule (dominates, with the noise floor), and names the recommended one.
-func markPaired(rep *PairedReport) {
-	comparable := func(p PairedRow) bool { return p.MeanPaired != nil && p.SpeedRuns > 0 }
+// comparablePaired reports whether a row has what dominance needs: a speed and a mean.
+func comparablePaired(p PairedRow) bool { return p.MeanPaired != nil && p.SpeedRuns > 0 }
+
+// dominatedAmong reports whether a row of rows that in() admits dominates a (the frontier's
+// rule: at least as fast, and no worse than a's mean paired FID plus the noise floor).
+func dominatedAmong(rows []PairedRow, a PairedRow, noise float64, in func(PairedRow) bool) bool {
 	as := func(p PairedRow) frontierRow {
 		return frontierRow{ImagesPerSec: p.Speedup, configResult: configResult{FID: *p.MeanPaired}}
 	}
+	return slices.ContainsFunc(rows, func(b PairedRow) bool {
+		return b.Config != a.Config && in(b) && dominates(as(b), as(a), noise)
+	})
+}
+
+// markPaired flags the Pareto rows among those with a speed and a mean paired FID, by the
+// frontier's rule (dominates, with the noise floor), and names the recommended one.
+func markPaired(rep *PairedReport) {
 	best := -1
 	for i, a := range rep.Rows {
-		if !comparable(a) {
+		if !comparablePaired(a) {
 			continue
 		}
-		rep.Rows[i].Pareto = !slices.ContainsFunc(rep.Rows, func(b PairedRow) bool {
-			return b.Config != a.Config && comparable(b) && dominates(as(b), as(a), rep.Noise)
-		})
+		rep.Rows[i].Pareto = !dominatedAmong(rep.Rows, a, rep.Noise, comparablePaired)
 		if rep.Rows[i].Pareto && a.WithinNoise && (best < 0 || a.Speedup > rep.Rows[best].Speedup) {
 			best = i
 		}

@@ -22,27 +22,29 @@ type Chosen struct {
 //
 //   - fast: the fastest Pareto point whose mean paired FID stays within the noise floor and is
 //     no worse than balanced's (the rule of the default): the default never trades quality
-//     against what the pack runs without training. Within the floor alone let a point 8 FID
-//     worse than balanced through once the head's points all beat the one-token-per-step
-//     reference (docs/FRONTIER.md, "Temperature");
-//   - balanced: the fastest training-free Pareto point (no distilled head) within the noise
-//     floor, which every pack runs; fast falls back to it where it cannot run;
+//     against what the pack runs without training. Within the floor alone let a point 4 to 5
+//     FID worse than balanced through once the head's points all beat the one-token-per-step
+//     reference (docs/FRONTIER.md, "Temperature on the head");
+//   - balanced: the fastest training-free point (no distilled head) within the noise floor that
+//     no other training-free point dominates, which every pack runs; fast falls back to it
+//     where it cannot run. Among the training-free points only: a head point that dominates it
+//     does not remove what a pack without a head can run;
 //   - quality: the Pareto point with the best mean paired FID.
 //
 // Only target-mode configurations are candidates.
 var TuneRules = []struct {
 	Name, Rule string
-	pick       func(rows []PairedRow) int
+	pick       func(rep *PairedReport) int
 }{
-	{"fast", "the fastest Pareto point whose mean paired FID stays within the noise floor and is no worse than balanced's", func(rows []PairedRow) int {
-		b := fastestTrainingFree(rows)
-		return fastest(rows, func(r PairedRow) bool { return b < 0 || *r.MeanPaired <= *rows[b].MeanPaired })
+	{"fast", "the fastest Pareto point whose mean paired FID stays within the noise floor and is no worse than balanced's", func(rep *PairedReport) int {
+		b := fastestTrainingFree(rep)
+		return fastest(rep.Rows, func(r PairedRow) bool { return r.Pareto && (b < 0 || *r.MeanPaired <= *rep.Rows[b].MeanPaired) })
 	}},
-	{"balanced", "the fastest training-free Pareto point whose mean paired FID stays within the noise floor", fastestTrainingFree},
-	{"quality", "the Pareto point with the best mean paired FID", func(rows []PairedRow) int {
+	{"balanced", "the fastest training-free point within the noise floor that no training-free point dominates", fastestTrainingFree},
+	{"quality", "the Pareto point with the best mean paired FID", func(rep *PairedReport) int {
 		best := -1
-		for i, r := range rows {
-			if candidate(r) && (best < 0 || *r.MeanPaired < *rows[best].MeanPaired) {
+		for i, r := range rep.Rows {
+			if candidate(r) && r.Pareto && (best < 0 || *r.MeanPaired < *rep.Rows[best].MeanPaired) {
 				best = i
 			}
 		}
@@ -50,12 +52,16 @@ var TuneRules = []struct {
 	}},
 }
 
-func fastestTrainingFree(rows []PairedRow) int {
-	return fastest(rows, func(r PairedRow) bool { return !strings.Contains(r.Config, "sampler="+string(diffusion.Distilled)) })
+func fastestTrainingFree(rep *PairedReport) int {
+	free := func(r PairedRow) bool {
+		return candidate(r) && comparablePaired(r) && !strings.Contains(r.Config, "sampler="+string(diffusion.Distilled))
+	}
+	return fastest(rep.Rows, func(r PairedRow) bool { return free(r) && !dominatedAmong(rep.Rows, r, rep.Noise, free) })
 }
 
+// candidate is a target-mode row with a mean paired FID.
 func candidate(r PairedRow) bool {
-	return r.Pareto && r.MeanPaired != nil && strings.HasPrefix(r.Config, generation.ModeTarget+":")
+	return r.MeanPaired != nil && strings.HasPrefix(r.Config, generation.ModeTarget+":")
 }
 
 func fastest(rows []PairedRow, ok func(PairedRow) bool) int {
@@ -71,7 +77,7 @@ func fastest(rows []PairedRow, ok func(PairedRow) bool) int {
 // Choose applies TuneRules to the report; a rule no row satisfies is left out and named.
 func (rep *PairedReport) Choose() (chosen []Chosen, missing []string) {
 	for _, rule := range TuneRules {
-		if i := rule.pick(rep.Rows); i >= 0 {
+		if i := rule.pick(rep); i >= 0 {
 			chosen = append(chosen, Chosen{Name: rule.Name, Rule: rule.Rule, Row: rep.Rows[i]})
 		} else {
 			missing = append(missing, rule.Name)
