@@ -68,7 +68,7 @@ func TestGenerateDistilled(t *testing.T) {
 		want string
 	}{
 		{[]string{"--steps", "3"}, "allowed: 1, 2, 4"},
-		{[]string{"--steps", "4", "--temperature", "0.8"}, "allowed: 1 with sampler distilled"},
+		{[]string{"--steps", "4", "--cfg", "4.5"}, "allowed: 1 to 4 with sampler distilled"},
 	} {
 		stderr, code := gen(t.TempDir(), bad.args...)
 		if code == 0 || !strings.Contains(stderr, bad.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
