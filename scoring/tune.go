@@ -22,7 +22,7 @@ type Chosen struct {
 //
 //   - fast: the fastest Pareto point whose mean paired FID stays within the noise floor and is
 //     no worse than balanced's (the rule of the default): the default never trades quality
-//     against what the pack runs without training. Within the floor alone let a point 4 to 5
+//     against what the pack runs without training. Within the floor alone let a point 3 to 5
 //     FID worse than balanced through once the head's points all beat the one-token-per-step
 //     reference (docs/FRONTIER.md, "Temperature on the head");
 //   - balanced: the fastest training-free point (no distilled head) within the noise floor that
