@@ -74,19 +74,15 @@ func ProfileSamplers(out io.Writer, m *mar.Model, pf ProfileSettings, samplers s
 	if err != nil {
 		return err
 	}
-	memo, _ := m.Transformer.(*mar.OpeningMemo)
-	if opening && memo == nil {
-		return fmt.Errorf("--opening: the target's transformer has no opening memo")
-	}
-	memoOn := make([]bool, len(configs))
-	if opening {
+	if opening { // each sampler twice: without the memo, then with it (odd entries)
+		if _, ok := m.Transformer.(*mar.OpeningMemo); !ok {
+			return fmt.Errorf("--opening: the target's transformer has no opening memo")
+		}
 		var both []samplerConfig
-		memoOn = nil
 		for _, c := range configs {
 			off := c
 			off.text += ", no opening memo"
 			both = append(both, off, c)
-			memoOn = append(memoOn, false, true)
 		}
 		configs = both
 	}
@@ -108,7 +104,7 @@ func ProfileSamplers(out io.Writer, m *mar.Model, pf ProfileSettings, samplers s
 	var memoTime partTime
 	var warmMemo *mar.OpeningMemo
 	if opening {
-		warmMemo = mar.NewOpeningMemo(timedTransformer{memo.Transformer, &memoTime}, mar.OpeningMemoBytes)
+		warmMemo = mar.NewOpeningMemo(timedTransformer{onnxTr, &memoTime}, mar.OpeningMemoBytes)
 	}
 	load0 := loadAvg()
 	profiles := make([]pathProfile, len(configs))
@@ -116,12 +112,9 @@ func ProfileSamplers(out io.Writer, m *mar.Model, pf ProfileSettings, samplers s
 		for i := range configs {
 			tr, head := &partTime{}, &partTime{}
 			m.Transformer, m.Head = timedTransformer{onnxTr, tr}, timedHead{onnxHead, head}
-			switch {
-			case opening && memoOn[i]:
+			if opening && i%2 == 1 {
 				memoTime = partTime{}
 				m.Transformer, tr = warmMemo, &memoTime
-			case opening:
-				m.Transformer = timedTransformer{memo.Transformer, tr}
 			}
 			if onnxDist != nil {
 				m.Distilled = timedDistilled{onnxDist, head}
