@@ -25,10 +25,14 @@ type OpeningMemo struct {
 	hits     int
 	computed int
 
-	// the rows a call still has to run, gathered (reused between calls)
+	// reused between calls: the rows a call still has to run, gathered; its openings; the
+	// openings to compute (key -> the row that computes it) and those served from memory
+	// (held here: adding may evict them)
 	tokens, mask, drop, z []float32
 	class                 []int64
-	rows                  []int
+	rows, openings        []int
+	pending               map[openingKey]int
+	known                 map[openingKey][]float32
 }
 
 type openingKey struct {
@@ -41,7 +45,7 @@ type openingKey struct {
 func NewOpeningMemo(t Transformer, maxBytes int) *OpeningMemo {
 	entry := t.SeqLen() * t.Width() * 4
 	memo, _ := lru.New[openingKey, []float32](max(1, maxBytes/entry)) // size >= 1 cannot fail
-	return &OpeningMemo{Transformer: t, memo: memo}
+	return &OpeningMemo{Transformer: t, memo: memo, pending: map[openingKey]int{}, known: map[openingKey][]float32{}}
 }
 
 // Stats are the openings served from memory and the ones computed since the memo was made.
@@ -65,14 +69,16 @@ func (o *OpeningMemo) Forward(tokens, mask []float32, classIDs []int64, dropClas
 	L, D, W := o.SeqLen(), o.TokenDim(), o.Width()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.rows = o.rows[:0]
-	pending := map[openingKey]int{}     // openings to compute: key -> the row that computes it
-	known := map[openingKey][]float32{} // openings served from memory (held here: adding may evict)
+	o.rows, o.openings = o.rows[:0], o.openings[:0]
+	pending, known := o.pending, o.known
+	clear(pending)
+	clear(known)
 	for r := 0; r < batch; r++ {
 		if !knowsNothing(mask[r*L : (r+1)*L]) {
 			o.rows = append(o.rows, r)
 			continue
 		}
+		o.openings = append(o.openings, r)
 		k := openingKey{classIDs[r], dropClass[r] != 0}
 		if _, ok := known[k]; ok {
 			continue
@@ -86,7 +92,7 @@ func (o *OpeningMemo) Forward(tokens, mask []float32, classIDs []int64, dropClas
 			o.rows = append(o.rows, r)
 		}
 	}
-	if len(pending)+len(known) == 0 {
+	if len(o.openings) == 0 {
 		return o.Transformer.Forward(tokens, mask, classIDs, dropClass, batch, z)
 	}
 	switch {
@@ -103,10 +109,7 @@ func (o *OpeningMemo) Forward(tokens, mask []float32, classIDs []int64, dropClas
 		o.memo.Add(k, append([]float32(nil), z[r*L*W:(r+1)*L*W]...))
 		o.computed++
 	}
-	for r := 0; r < batch; r++ {
-		if !knowsNothing(mask[r*L : (r+1)*L]) {
-			continue
-		}
+	for _, r := range o.openings {
 		k := openingKey{classIDs[r], dropClass[r] != 0}
 		out, ok := known[k]
 		if !ok {
