@@ -116,10 +116,7 @@ func (s *Schedule) SampleStep(sampler Sampler, eta float64, k int, xt []float64,
 		// eps consistent with the (possibly clipped) x0, as improved-diffusion's DDIM does.
 		e[i] = (s.sqrtRecipAcp[k]*x - x0[i]) / s.sqrtRecipM1Acp[k]
 	}
-	temp := opt.Temperature
-	if temp <= 0 {
-		temp = 1
-	}
+	temp := opt.NoiseScale()
 	ab := s.acp[k]
 	abPrev := 1.0
 	if k > 0 {

@@ -9,6 +9,14 @@ type StepOptions struct {
 	FinalStepNoise bool    // give the last step (k = 0) its variance; MAR adds no noise there
 }
 
+// NoiseScale is the factor on the noise a step injects: the temperature, 1 where unset.
+func (opt StepOptions) NoiseScale() float64 {
+	if opt.Temperature <= 0 {
+		return 1
+	}
+	return opt.Temperature
+}
+
 // Posterior fills the mean and log-variance of the Gaussian the reverse step k samples from,
 // given x_t and the head's epsilon and variance interpolation v in [-1, 1]. logVar includes
 // the temperature: it is the variance actually sampled with, so densities computed from it

@@ -51,10 +51,7 @@ func (d *Denoiser) runDistilled(rows []DenoiseRow, x0 [][]float64) error {
 			return fmt.Errorf("denoise: %d noise steps for a %d-step distilled run", len(row.Noise.Eps), len(ds.times))
 		}
 	}
-	temp := d.Options.Temperature
-	if temp <= 0 {
-		temp = 1
-	}
+	temp := d.Options.NoiseScale()
 	for i, t := range ds.times {
 		ab := ds.training.AlphaBar(t)
 		a, s := math.Sqrt(ab), math.Sqrt(1-ab)
