@@ -82,6 +82,22 @@ def bound_penalty(raw):
     return 0.5 * ((raw - raw.clamp(-1, 1)) ** 2).sum(dim=1).mean()
 
 
+def with_bound_penalty(loss, raw, clip, box_weight):
+    """loss plus box_weight times bound_penalty(raw) where the output is clipped."""
+    if clip and box_weight:
+        return loss + box_weight * bound_penalty(raw)
+    return loss
+
+
+def optimizer_step(opt, params, loss):
+    """One step of opt on loss, the gradient norm clipped to 1; returns the loss's value."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    return loss.item()
+
+
 def at_bounds(x):
     """The share of components at the clip bounds."""
     return round(float((x.abs() > 0.999).float().mean()), 4)

@@ -104,9 +104,6 @@ class FakeScore(nn.Module):
         return real + self.correction(x, t, z, z_uncond, cfg, stage)
 
 
-
-
-
 def dmd_update(student, fake, opt, fake_opt, z, z_u, cfg, real_eps, clip, fake_updates, gen=None,
                straight_through=True, chain={}, box_weight=1.0):
     """One student update on a batch of contexts, after fake_updates updates of the fake score
@@ -119,11 +116,7 @@ def dmd_update(student, fake, opt, fake_opt, z, z_u, cfg, real_eps, clip, fake_u
             x0 = student(x_in, t_in, z, z_u, cfg)
             x0 = x0.clamp(-1, 1) if clip else x0
         loss_f = denoising_loss(fake, x0, z, z_u, cfg, t_in, gen)
-        fake_opt.zero_grad(set_to_none=True)
-        loss_f.backward()
-        torch.nn.utils.clip_grad_norm_(fake.parameters(), 1.0)
-        fake_opt.step()
-        fake_loss += loss_f.item() / max(1, fake_updates)
+        fake_loss += hc.optimizer_step(fake_opt, fake.parameters(), loss_f) / max(1, fake_updates)
     raw = student(x_in, t_in, z, z_u, cfg)
     x0 = hc.clip_output(raw, clip, straight_through)
     n = x0.shape[0]
@@ -134,13 +127,8 @@ def dmd_update(student, fake, opt, fake_opt, z, z_u, cfg, real_eps, clip, fake_u
                      lambda x: real_eps(x, tf, z, z_u, cfg),
                      lambda x, real: fake(x, tf, z, z_u, cfg, t_in, real), clip)
     loss = 0.5 * ((x0 - (x0 - g).detach()) ** 2).sum(dim=1).mean()
-    if clip and box_weight:
-        loss = loss + box_weight * hc.bound_penalty(raw)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
-    opt.step()
-    return loss.item(), fake_loss
+    loss = hc.with_bound_penalty(loss, raw, clip, box_weight)
+    return hc.optimizer_step(opt, student.parameters(), loss), fake_loss
 
 
 def dmd_grad(x0, tau, noise, real_eps, fake_eps, clip=False):
@@ -243,12 +231,7 @@ def fake_warmup(args, student, fake, fake_opt, mar, tokens, labels, clip, chain)
         with torch.no_grad():
             x0 = student(x_in, t_in, z, z_u, cfg)
             x0 = x0.clamp(-1, 1) if clip else x0
-        loss = denoising_loss(fake, x0, z, z_u, cfg, t_in)
-        fake_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(fake.parameters(), 1.0)
-        fake_opt.step()
-        losses.append(loss.item())
+        losses.append(hc.optimizer_step(fake_opt, fake.parameters(), denoising_loss(fake, x0, z, z_u, cfg, t_in)))
     return round(sum(losses[-100:]) / max(1, len(losses[-100:])), 5)
 
 

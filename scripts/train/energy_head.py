@@ -69,13 +69,7 @@ def update(student, opt, z, z_u, cfg, teacher, clip, box_weight, gen=None,
     x_in, t_in = hc.chain_inputs(student, zz, zu, cc, clip, stage_probs, k2_share, gen, group=m)
     raw = student(x_in, t_in, zz, zu, cc)
     loss = energy_score(hc.clip_output(raw, clip).reshape(g, m, d), teacher)
-    if clip and box_weight:
-        loss = loss + box_weight * hc.bound_penalty(raw)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
-    opt.step()
-    return loss.item()
+    return hc.optimizer_step(opt, student.parameters(), hc.with_bound_penalty(loss, raw, clip, box_weight))
 
 
 def train(args):
