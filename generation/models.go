@@ -17,6 +17,12 @@ type Models interface {
 	Model(pack string) (*mar.Model, error)
 }
 
+// OpenModels is what Models that can list their open packs add (both here do): metrics read
+// the open models without opening one.
+type OpenModels interface {
+	Open() map[string]*mar.Model
+}
+
 // Fixed is a Models over models built beforehand.
 type Fixed map[string]*mar.Model
 
@@ -27,6 +33,9 @@ func (f Fixed) Model(pack string) (*mar.Model, error) {
 	}
 	return nil, fmt.Errorf("model pack %q is not loaded", pack)
 }
+
+// Open returns the models, all open from the start.
+func (f Fixed) Open() map[string]*mar.Model { return f }
 
 // ORTModels opens packs with ONNX Runtime on first use and keeps them open.
 type ORTModels struct {
@@ -61,6 +70,17 @@ func LoadPackAt(name, precision string) (*mar.Pack, error) {
 		return nil, fmt.Errorf("%s/manifest.json: %v", p.Source, err)
 	}
 	return p, nil
+}
+
+// Open returns a copy of the packs opened so far, by name.
+func (o *ORTModels) Open() map[string]*mar.Model {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string]*mar.Model, len(o.models))
+	for name, m := range o.models {
+		out[name] = m
+	}
+	return out
 }
 
 // Model opens pack (once).

@@ -4,6 +4,9 @@ import (
 	"math"
 	"net/http"
 
+	"marspec/generation"
+	"marspec/mar"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -55,6 +58,41 @@ func (m *metrics) queueWaiting(waiting func() (int, error)) {
 		}
 		return float64(n)
 	}))
+}
+
+// openingMemo counts, per open pack, the transformer rows its opening memo served from memory
+// and the ones it computed (mar.OpeningMemo): whether the memo's 64 MiB hold the classes a
+// deployment asks for is read from the hit share.
+func (m *metrics) openingMemo(models generation.Models) {
+	if open, ok := models.(generation.OpenModels); ok {
+		m.reg.MustRegister(openingMemoCollector{open})
+	}
+}
+
+var (
+	memoHitsDesc = prometheus.NewDesc("marspec_opening_memo_hits_total",
+		"Opening rows (no token known yet) served from the pack's opening memo.", []string{"pack"}, nil)
+	memoComputedDesc = prometheus.NewDesc("marspec_opening_memo_computed_total",
+		"Opening rows the pack's opening memo computed with the transformer.", []string{"pack"}, nil)
+)
+
+type openingMemoCollector struct{ models generation.OpenModels }
+
+func (c openingMemoCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- memoHitsDesc
+	ch <- memoComputedDesc
+}
+
+func (c openingMemoCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, model := range c.models.Open() {
+		memo, ok := model.Transformer.(*mar.OpeningMemo)
+		if !ok {
+			continue
+		}
+		hits, computed := memo.Stats()
+		ch <- prometheus.MustNewConstMetric(memoHitsDesc, prometheus.CounterValue, float64(hits), name)
+		ch <- prometheus.MustNewConstMetric(memoComputedDesc, prometheus.CounterValue, float64(computed), name)
+	}
 }
 
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }

@@ -64,6 +64,7 @@ func New(cfg Config, d Deps) *Server {
 	s.sched = scheduler.New(scheduler.Config{Models: d.Models, Sink: s.hub, QueueSize: cfg.QueueSize, MaxBatch: cfg.MaxBatch,
 		Isolate: !cfg.CrossBatch, OnStep: func(_ string, n int) { s.metrics.batch.Observe(float64(n)) }})
 	s.metrics.queueDepth(s.sched.Depth)
+	s.metrics.openingMemo(d.Models)
 	s.handler = s.routes()
 	if q, ok := d.Store.Meta.(store.Queue); ok {
 		if dl, ok := q.(store.Deadlines); ok {
