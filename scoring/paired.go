@@ -262,8 +262,26 @@ func (rep *PairedReport) Markdown(w io.Writer) error {
 	if rep.Best != "" {
 		fmt.Fprintf(&b, "\nFastest Pareto point with mean paired FID within the noise floor: `%s`\n", rep.Best)
 	}
+	writeTunePicks(&b, rep)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeTunePicks adds what marspec tune would choose from this report, rule by rule: the
+// presets follow TuneRules, not the fastest point within the floor printed above it, and a
+// reader of the table should not have to run tune to see the difference.
+func writeTunePicks(b *strings.Builder, rep *PairedReport) {
+	chosen, missing := rep.Choose()
+	if len(chosen)+len(missing) == 0 {
+		return
+	}
+	b.WriteString("\nPresets by `marspec tune`'s rules:\n")
+	for _, c := range chosen {
+		fmt.Fprintf(b, "- %s: `%s` (%.2fx, %s): %s\n", c.Name, c.Row.Config, c.Row.Speedup, signedText(*c.Row.MeanPaired), c.Rule)
+	}
+	for _, name := range missing {
+		fmt.Fprintf(b, "- %s: no row satisfies its rule\n", name)
+	}
 }
 
 func signedText(v float64) string {

@@ -38,7 +38,7 @@ func (rep *PairedReport) Plot(path string) error {
 	title := fmt.Sprintf("N = %d per configuration, cfg %g, seeds %s: FID minus %s's at the same seed, mean",
 		rep.N, rep.CFG, strings.Join(seeds, " and "), shortConfig(rep.Reference))
 	if rep.Best != "" {
-		title += "\nrecommended (fastest Pareto point within the floor): " + shortConfig(rep.Best)
+		title += "\nfastest Pareto point within the floor: " + shortConfig(rep.Best)
 	}
 	if len(off) > 0 {
 		title += "\noff the chart: " + strings.Join(off, ", ")

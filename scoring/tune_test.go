@@ -1,6 +1,9 @@
 package scoring
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The rules on the embedded pair's CFG 1 report of stop 35 (speeds and mean paired FIDs
 // rounded; noise floor 1): the head points dominate the 10-step ddim point, yet it stays
@@ -36,10 +39,25 @@ func TestTuneRules(t *testing.T) {
 			t.Errorf("%s: %s, want %s", c.Name, c.Row.Config, want[c.Name])
 		}
 	}
+	// the paired table names the same picks as tune, beside the fastest point within the floor
+	var md strings.Builder
+	if err := rep.Markdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"Fastest Pareto point with mean paired FID within the noise floor: `" + rows[3].Config + "`",
+		"- fast: `" + rows[4].Config + "` (20.70x, -9.30)", "- balanced: `" + rows[0].Config + "`", "- quality: `" + rows[2].Config + "`"} {
+		if !strings.Contains(md.String(), line) {
+			t.Errorf("the paired table lacks %q:\n%s", line, md.String())
+		}
+	}
 	heads := &PairedReport{Rows: []PairedRow{rows[3], rows[4]}, Noise: 1}
 	markPaired(heads)
 	chosen, missing = heads.Choose()
 	if len(chosen) != 2 || chosen[0].Name != "fast" || chosen[0].Row.Config != rows[3].Config || len(missing) != 1 || missing[0] != "balanced" {
 		t.Errorf("without a training-free point: chosen %v, missing %v", chosen, missing)
+	}
+	md.Reset()
+	if err := heads.Markdown(&md); err != nil || !strings.Contains(md.String(), "- balanced: no row satisfies its rule") {
+		t.Errorf("the paired table should say no row satisfies balanced's rule (%v):\n%s", err, md.String())
 	}
 }
