@@ -28,11 +28,12 @@ def guided_eps(net, x, t, z, z_uncond, cfg):
 
 
 @torch.no_grad()
-def chain_states(student, z, z_u, cfg, clip, k2_share=0.5, gen=None):
+def chain_states(student, z, z_u, cfg, clip, k2_share=0.5, gen=None, noise_scale=1.0):
     """The student's own chain states at every step time, [4,N,D] in TIMES' order: x_T, then
     each later state re-noised from the step before with fresh noise (K = 4's chain; the state
     at t = 500 comes from K = 2's chain, straight after t = 999, with probability k2_share).
-    Training a step on these (DMD2's backward simulation) trains it on the inputs it meets."""
+    Training a step on these (DMD2's backward simulation) trains it on the inputs it meets.
+    noise_scale multiplies x_T and the re-noising, as the sampler's temperature does."""
     n, d = z.shape[0], student.token_dim
     base = dh.BASE
 
@@ -41,9 +42,9 @@ def chain_states(student, z, z_u, cfg, clip, k2_share=0.5, gen=None):
         return x0.clamp(-1, 1) if clip else x0
 
     def renoise(x0, t):
-        return float(base.sqrt_acp[t]) * x0 + float(base.sqrt_1m_acp[t]) * torch.randn(n, d, generator=gen)
+        return float(base.sqrt_acp[t]) * x0 + noise_scale * float(base.sqrt_1m_acp[t]) * torch.randn(n, d, generator=gen)
 
-    x999 = torch.randn(n, d, generator=gen)
+    x999 = noise_scale * torch.randn(n, d, generator=gen)
     a0 = step(x999, 999)
     x749 = renoise(a0, 749)
     x500_k4 = renoise(step(x749, 749), 500)
@@ -53,14 +54,15 @@ def chain_states(student, z, z_u, cfg, clip, k2_share=0.5, gen=None):
     return torch.stack([x999, x749, x500, x250])
 
 
-def chain_inputs(student, z, z_u, cfg, clip, stage_probs=STAGE_PROBS, k2_share=0.5, gen=None, group=1):
+def chain_inputs(student, z, z_u, cfg, clip, stage_probs=STAGE_PROBS, k2_share=0.5, gen=None, group=1,
+                 noise_scale=1.0):
     """Each row's training input and time: a chain step drawn with stage_probs (one draw per
     `group` consecutive rows, so a context's replicas share their step) and the row's chain
     state there (chain_states)."""
     n = z.shape[0]
     stage = torch.multinomial(torch.tensor(stage_probs), n // group, replacement=True, generator=gen)
     stage = stage.repeat_interleave(group)
-    states = chain_states(student, z, z_u, cfg, clip, k2_share, gen)
+    states = chain_states(student, z, z_u, cfg, clip, k2_share, gen, noise_scale)
     return states[stage, torch.arange(n)], torch.tensor(TIMES, dtype=torch.float32)[stage]
 
 
@@ -123,10 +125,25 @@ def load_onnx_student(path):
     return student
 
 
+def deepened(student, blocks):
+    """student with `blocks` residual blocks added before its final layer, their modulations
+    zero as MAR initialises them: a zero gate makes a block the identity, so the deeper student
+    computes what the shallower one did until training moves the gates."""
+    if blocks <= 0:
+        return student
+    c = student.config()
+    deeper = dh.DistilledHead(c["token_dim"], c["z_width"], c["width"], c["depth"] + blocks)
+    missing, unexpected = deeper.load_state_dict(student.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith("res_blocks.") for k in missing), (missing, unexpected)
+    return deeper
+
+
 @torch.no_grad()
-def ddim_samples(net, z, z_u, cfg, x_T, eta, steps, clip, gen=None):
+def ddim_samples(net, z, z_u, cfg, x_T, eta, steps, clip, gen=None, temperature=1.0):
     """The teacher's DDIM sampler (eta 1: the stochastic one; eta 0: the ODE), guided epsilon,
-    x0 clipped where clip, on `steps` respaced steps (as diffusion.Schedule in Go)."""
+    x0 clipped where clip, on `steps` respaced steps, the injected noise's standard deviation
+    times temperature (as diffusion.Schedule.SampleStep in Go: x_T and the direction term keep
+    their scale)."""
     s = Diffusion.respaced(dh.TRAIN_STEPS, steps)
     x = x_T.double()
     n = x.shape[0]
@@ -141,7 +158,7 @@ def ddim_samples(net, z, z_u, cfg, x_T, eta, steps, clip, gen=None):
         sigma = eta * math.sqrt((1 - ab_prev) / (1 - ab) * (1 - ab / ab_prev)) if k > 0 else 0.0
         x = math.sqrt(ab_prev) * x0 + math.sqrt(max(1 - ab_prev - sigma ** 2, 0.0)) * e
         if sigma > 0:
-            x = x + sigma * torch.randn(x.shape, generator=gen, dtype=torch.float64)
+            x = x + temperature * sigma * torch.randn(x.shape, generator=gen, dtype=torch.float64)
     return x.float()
 
 
@@ -156,9 +173,11 @@ def energy_distance(a, b):
 
 class HeldOut:
     """contexts x samples rows from Fashion-MNIST test images (their own masks and w), and the
-    teacher's ddim eta 1 / 25-step samples there, the reference of every energy distance."""
+    teacher's ddim eta 1 / 25-step samples there at the given temperature, the reference of
+    every energy distance (the baselines' stochastic samplers run at that temperature too); the
+    student is sampled with its input noise times noise_scale unless told otherwise."""
 
-    def __init__(self, mar, net, clip, contexts=128, samples=48, seed=1234):
+    def __init__(self, mar, net, clip, contexts=128, samples=48, seed=1234, temperature=1.0, noise_scale=1.0):
         from lib import fmnist
 
         gen = dh.generator(seed)
@@ -169,7 +188,8 @@ class HeldOut:
         self.c, self.s = z.shape[0], samples
         rep = lambda v: v.repeat_interleave(samples, dim=0)
         self.z, self.z_u, self.cfg = rep(z), rep(z_u), rep(cfg)
-        self.net, self.clip, self.d = net, clip, mar.token_dim
+        self.net, self.clip, self.d, self.temperature = net, clip, mar.token_dim, temperature
+        self.noise_scale = noise_scale
         self.ref = self.teacher(1.0, 25, seed + 1)
         other, ode = self.teacher(1.0, 25, seed + 2), self.teacher(0.0, 25, seed + 4)
         self.baselines = {"ddim_eta1_25_other_noise": self.distance(other),
@@ -182,7 +202,8 @@ class HeldOut:
     def teacher(self, eta, steps, seed):
         gen = dh.generator(seed)
         x_T = torch.randn(self.z.shape[0], self.d, generator=gen)
-        return ddim_samples(self.net, self.z, self.z_u, self.cfg, x_T, eta, steps, self.clip, gen)
+        return ddim_samples(self.net, self.z, self.z_u, self.cfg, x_T, eta, steps, self.clip, gen,
+                            self.temperature)
 
     def distance(self, x, unguided=False):
         """The mean energy distance to the reference over all contexts (or the unguided ones)."""
@@ -193,13 +214,17 @@ class HeldOut:
         return round(energy_distance(a, b), 5)
 
     @torch.no_grad()
-    def student(self, student, seed=99):
+    def student(self, student, seed=99, noise_scale=None):
+        """The student's K-step samples' distances; noise_scale (default the check's) multiplies
+        its input noise and re-noising, as the Go sampler's temperature does
+        (mar/denoise_distilled.go)."""
+        noise_scale = self.noise_scale if noise_scale is None else noise_scale
         gen = dh.generator(seed)
         out = {}
         for k in dh.STUDENT_STEPS:
             n = self.z.shape[0]
-            x_T = torch.randn(n, self.d, generator=gen)
-            eps = torch.randn(k, n, self.d, generator=gen)
+            x_T = noise_scale * torch.randn(n, self.d, generator=gen)
+            eps = noise_scale * torch.randn(k, n, self.d, generator=gen)
             x = dh.sample_student(student, self.z, self.z_u, self.cfg, x_T, eps, k, self.clip)
             out[f"k{k}"] = self.distance(x)
             out[f"k{k}_unguided"] = self.distance(x, unguided=True)
@@ -222,20 +247,31 @@ class Run:
         self.args = args
         self.mar, self.clip = dh.frozen_target(args)
         self.net = self.mar.diffloss.net
-        self.student = load_onnx_student(args.init or os.path.join(args.pack, "distilled_head.onnx"))
+        self.student = deepened(load_onnx_student(args.init or os.path.join(args.pack, "distilled_head.onnx")),
+                                args.add_blocks)
         self.ema = copy.deepcopy(self.student)
         for p in self.ema.parameters():
             p.requires_grad_(False)
         t0 = time.time()
-        self.held = HeldOut(self.mar, self.net, self.clip, args.heldout_contexts, args.heldout_samples)
+        self.held = HeldOut(self.mar, self.net, self.clip, args.heldout_contexts, args.heldout_samples,
+                            temperature=args.teacher_temperature, noise_scale=args.noise_scale)
         self.log = open(os.path.join(args.out, "train.log"), "a")
         self.note(start=True, args=vars(args), clip_x0=self.clip, heldout_setup_s=round(time.time() - t0, 1),
-                  heldout_baselines=self.held.baselines, heldout_at_init=self.held.student(self.ema))
+                  heldout_baselines=self.held.baselines, heldout_at_init=self.held.student(self.ema),
+                  **self.tempered_start())
         from lib import fmnist
 
         images, labels = fmnist.load("train")
         self.tokens, self.labels = fmnist.tokenize(images), torch.from_numpy(labels)
         self.start = time.time()
+
+    def tempered_start(self):
+        """Against a tempered teacher, the starting student at the same temperature as the
+        sampler applies it (its input noise scaled), the alternative the fine-tune must beat."""
+        t = self.args.teacher_temperature
+        if t == 1 or t == self.args.noise_scale:
+            return {}
+        return {"heldout_at_init_noise_scaled": self.held.student(self.ema, noise_scale=t)}
 
     def note(self, **kv):
         print(json.dumps(kv), file=self.log, flush=True)
@@ -272,6 +308,14 @@ def arguments(description, minutes):
     ap.add_argument("--stage-probs", default=",".join(str(p) for p in STAGE_PROBS),
                     help="how often each chain step (t = 999, 749, 500, 250) is trained")
     ap.add_argument("--k2-share", type=float, default=0.5, help="share of t = 500 inputs from K = 2's chain")
+    ap.add_argument("--add-blocks", type=int, default=0, help="residual blocks added to the starting "
+                    "student, zero-initialised (its function is unchanged at the start)")
+    ap.add_argument("--teacher-temperature", type=float, default=1.0, help="the teacher sampler's "
+                    "temperature (its injected noise's standard deviation times this), the held-out "
+                    "reference's too")
+    ap.add_argument("--noise-scale", type=float, default=1.0, help="the student's input noise and "
+                    "re-noising times this in training and the held-out check: the sampler's "
+                    "temperature the head is tuned for")
     ap.add_argument("--heldout-contexts", type=int, default=256)
     ap.add_argument("--heldout-samples", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
@@ -290,7 +334,8 @@ def finish_record(ckpt, pack, threads=1):
     torch.set_num_threads(threads)
     a = ck["args"]
     mar, clip = dh.frozen_target(argparse.Namespace(pack=pack, target_ckpt=a.get("target_ckpt")))
-    held = HeldOut(mar, mar.diffloss.net, clip, a["heldout_contexts"], a["heldout_samples"])
+    held = HeldOut(mar, mar.diffloss.net, clip, a["heldout_contexts"], a["heldout_samples"],
+                   temperature=a.get("teacher_temperature", 1.0), noise_scale=a.get("noise_scale", 1.0))
     student, _ = dh.load_student(ckpt)
     ck["energy"] = dict(student=held.student(student), baselines=held.baselines)
     torch.save(ck, ckpt)

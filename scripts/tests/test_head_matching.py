@@ -21,6 +21,11 @@ energy_head.update against exact samples of N(m, s^2) (no score).
 4. energy_score is lower for samples of the right law than for a point mass at its mean.
 5. load_onnx_student reads an exported head back into the module with the same outputs (the
    script starts from the pack's distilled_head.onnx, whose checkpoint is not committed).
+6. energy training with the student's input noise scaled (--noise-scale 0.6, a head tuned for
+   the temperature it runs at) brings the samples at that scale to the teacher's law; sampled at
+   scale 1 the same student spreads wider (the scale is in what it learned).
+7. deepened adds blocks that leave the trained student's outputs unchanged at the start, and
+   the added blocks do change them once their gates move (they are not dead weight).
 Exits non-zero with a message naming the failed check.
 """
 import os
@@ -50,8 +55,9 @@ def analytic_eps(x, tau, z, z_u, cfg):
     return b * (x - a * z[:, :D]) / (a * a * S * S + b * b)
 
 
-def check(student, z, samples, seed):
-    """(mean error, pooled std ratio) for each K over contexts z [C,W], samples per context."""
+def check(student, z, samples, seed, noise_scale=1.0):
+    """(mean error, pooled std ratio) for each K over contexts z [C,W], samples per context, the
+    student's input noise and re-noising times noise_scale."""
     gen = torch.Generator().manual_seed(seed)
     c = z.shape[0]
     zz = z.repeat_interleave(samples, dim=0)
@@ -59,8 +65,8 @@ def check(student, z, samples, seed):
     out = {}
     with torch.no_grad():
         for k in dh.STUDENT_STEPS:
-            x_T = torch.randn(zz.shape[0], D, generator=gen)
-            eps = torch.randn(k, zz.shape[0], D, generator=gen)
+            x_T = noise_scale * torch.randn(zz.shape[0], D, generator=gen)
+            eps = noise_scale * torch.randn(k, zz.shape[0], D, generator=gen)
             x = dh.sample_student(student, zz, zz, cfg, x_T, eps, k, clip=False).reshape(c, samples, D)
             mean_err = float((x.mean(1) - z[:, :D]).abs().mean())
             std_ratio = float(x.std(1).pow(2).mean().sqrt() / S)
@@ -85,7 +91,7 @@ def train_dmd(student, steps=2000):
                             clip=False, fake_updates=2, gen=gen)
 
 
-def train_energy(student, steps=1000, groups=32, m=16):
+def train_energy(student, steps=1000, groups=32, m=16, noise_scale=1.0):
     opt = torch.optim.AdamW(student.parameters(), lr=2e-3, betas=(0.9, 0.99))
     gen = torch.Generator().manual_seed(4)
     for step in range(steps):
@@ -94,7 +100,7 @@ def train_energy(student, steps=1000, groups=32, m=16):
         for grp in opt.param_groups:
             grp["lr"] = 2e-3 * min(1.0, (step + 1) / 100) * (0.1 if step >= 0.8 * steps else 1.0)
         energy_head.update(student, opt, zb, zb, torch.ones(groups), teacher, clip=False,
-                           box_weight=0.0, gen=gen)
+                           box_weight=0.0, gen=gen, noise_scale=noise_scale)
 
 
 def main():
@@ -141,6 +147,26 @@ def main():
             diff = (back(x, t, zz, zz, torch.ones(8)) - student(x, t, zz, zz, torch.ones(8))).abs().max()
         if diff > 1e-6:
             fail(f"load_onnx_student: the head read back differs by {diff:.3g}")
+    # 6. a head tuned at a noise scale matches the law at that scale, and not at scale 1
+    torch.manual_seed(1)
+    scaled = dh.DistilledHead(D, W, 48, 2)
+    train_energy(scaled, noise_scale=0.6)
+    at_scale, at_one = check(scaled, held, 400, 17, noise_scale=0.6), check(scaled, held, 400, 17)
+    if not good(at_scale) or at_one[1][1] < 1.3:
+        fail(f"energy training at noise scale 0.6: (mean error, std ratio) per K {at_scale} at that scale "
+             f"(want the teacher's law), {at_one} at scale 1 (want K = 1 spread wider, ratio > 1.3)")
+    print({"scaled_0.6": at_scale, "scaled_0.6_sampled_at_1": at_one})
+    # 7. added blocks start as the identity and are trainable
+    deeper = headchain.deepened(student, 2)
+    if deeper.depth != student.depth + 2:
+        fail(f"deepened: depth {deeper.depth}, want {student.depth + 2}")
+    with torch.no_grad():
+        same = (deeper(x, t, zz, zz, torch.ones(8)) - student(x, t, zz, zz, torch.ones(8))).abs().max()
+        torch.nn.init.normal_(deeper.res_blocks[-1].adaLN_modulation[-1].bias, std=0.5)
+        moved = (deeper(x, t, zz, zz, torch.ones(8)) - student(x, t, zz, zz, torch.ones(8))).abs().max()
+    if same > 1e-6 or moved < 1e-4:
+        fail(f"deepened: outputs differ by {same:.3g} at the start (want 0) and {moved:.3g} "
+             f"once a gate moves (want > 0)")
     print("ok")
 
 

@@ -541,11 +541,14 @@ def manifest_entry(file, ck):
                          "ODE endpoint from the same x_T, re-noised onto the teacher's "
                          "trajectory (distill_head.evaluate)"}
         if ck.get("energy"):
+            temp, scale = a.get("teacher_temperature", 1.0), a.get("noise_scale", 1.0)
+            at = f" at temperature {temp:g}" if temp != 1 else ""
+            scaled = f"; the head's input noise and re-noising times {scale:g}" if scale != 1 else ""
             entry["training"]["quality"] = {
                 "energy_distance": ck["energy"], "about":
                 "mean over held-out contexts (fashion-mnist test) of the energy distance of each "
-                "sampler's samples to the teacher's ddim eta 1 in 25 steps (lib/headchain.HeldOut); "
-                "baselines: that sampler with other noise (the floor), 50 steps, the ODE"}
+                f"sampler's samples to the teacher's ddim eta 1 in 25 steps{at} (lib/headchain.HeldOut); "
+                f"baselines: that sampler with other noise (the floor), 50 steps, the ODE{scaled}"}
         if ck.get("cost"):
             entry["training"]["cost"] = ck["cost"]
     return entry

@@ -55,18 +55,20 @@ def teacher_chunk(mar, net, tokens, labels, args, clip, gen=None):
     c, m = z.shape[0], args.m
     rep = lambda v: v.repeat_interleave(m, dim=0)
     x_T = torch.randn(c * m, mar.token_dim, generator=gen)
-    t = hc.ddim_samples(net, rep(z), rep(z_u), rep(cfg), x_T, 1.0, TEACHER_STEPS, clip, gen)
+    t = hc.ddim_samples(net, rep(z), rep(z_u), rep(cfg), x_T, 1.0, TEACHER_STEPS, clip, gen,
+                        args.teacher_temperature)
     return z, z_u, cfg, t.reshape(c, m, -1)
 
 
 def update(student, opt, z, z_u, cfg, teacher, clip, box_weight, gen=None,
-           stage_probs=hc.STAGE_PROBS, k2_share=0.5):
+           stage_probs=hc.STAGE_PROBS, k2_share=0.5, noise_scale=1.0):
     """One student update on G contexts (z, z_u, cfg [G,...]) and their teacher samples
     [G,m,D]: each group's m replicas at one chain step, drawn per group with stage_probs."""
     g, m, d = teacher.shape
     rep = lambda v: v.repeat_interleave(m, dim=0)
     zz, zu, cc = rep(z), rep(z_u), rep(cfg)
-    x_in, t_in = hc.chain_inputs(student, zz, zu, cc, clip, stage_probs, k2_share, gen, group=m)
+    x_in, t_in = hc.chain_inputs(student, zz, zu, cc, clip, stage_probs, k2_share, gen, group=m,
+                                 noise_scale=noise_scale)
     raw = student(x_in, t_in, zz, zu, cc)
     loss = energy_score(hc.clip_output(raw, clip).reshape(g, m, d), teacher)
     return hc.optimizer_step(opt, student.parameters(), hc.with_bound_penalty(loss, raw, clip, box_weight))
@@ -91,7 +93,7 @@ def train(args):
                 grp["lr"] = args.lr * min(1.0, (step + 1) / args.warmup)
             i = torch.randint(0, c, (args.groups,))
             run += update(r.student, opt, z[i], z_u[i], cfg[i], teacher[i], r.clip, args.box_weight,
-                          stage_probs=stage_probs, k2_share=args.k2_share)
+                          stage_probs=stage_probs, k2_share=args.k2_share, noise_scale=args.noise_scale)
             ema_update(r.ema, r.student, step, args.ema)
             step += 1
             if step % args.log_every == 0:
@@ -108,10 +110,13 @@ def train(args):
 
 
 def method_text(args):
-    return (f"energy score against the frozen head's ddim eta 1 ({TEACHER_STEPS} steps, guided eps, "
+    temp = f", temperature {args.teacher_temperature:g}" if args.teacher_temperature != 1 else ""
+    grown = f", {args.add_blocks} zero-initialised blocks added" if args.add_blocks else ""
+    scaled = f" (its input noise and re-noising times {args.noise_scale:g})" if args.noise_scale != 1 else ""
+    return (f"energy score against the frozen head's ddim eta 1 ({TEACHER_STEPS} steps{temp}, guided eps, "
             f"x0 clipped), {args.m} samples per context on each side, each step of the student's "
-            f"K-step chains (inputs from its own earlier steps), fine-tuned from the regression "
-            f"head; contexts from fashion-mnist train, unknown count uniform 1..49, "
+            f"K-step chains{scaled} (inputs from its own earlier steps), fine-tuned from the pack's "
+            f"head{grown}; contexts from fashion-mnist train, unknown count uniform 1..49, "
             f"w ~ U[1,{dh.CFG_MAX:g}] ({dh.UNGUIDED:g} unguided)")
 
 
