@@ -189,7 +189,7 @@ func TestModelsListsClasses(t *testing.T) {
 	// the draft's (none in its manifest) derived and saying so
 	for _, want := range []string{"fmnist-target", "fmnist-draft", "7=Sneaker", "9=Ankle boot",
 		"defaults: num_iter 49, ddpm in 50 steps, cfg 1 (linear), temperature 1 [chosen: ",
-		"preset fast (default): target alone, 3 AR steps, distilled in 1 step, temperature 0.85", "[measured: frontier runs docs/frontier/temperature/cfg1-seed1",
+		"preset fast (default): target alone, 3 AR steps, distilled in 1 step, temperature 0.85", "[measured: frontier runs docs/frontier/head36/cfg1-seed1",
 		"settings: none in the manifest; derived from the embedded pack's"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("models output lacks %q:\n%s", want, out)

@@ -23,8 +23,9 @@ func TestTuneRegeneratesTheEmbeddedPresets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pack, "manifest.json"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runs := "docs/frontier/temperature/cfg1-seed1,docs/frontier/temperature/cfg1-seed2,docs/frontier/temperature/cfg1-seed3"
-	if err := runTune([]string{"--pack", pack, "--runs", runs, "--speed", "docs/frontier/temperature/speed-cfg1"}); err != nil {
+	runs := "docs/frontier/head36/cfg1-seed1,docs/frontier/head36/cfg1-seed2,docs/frontier/head36/cfg1-seed3"
+	speed := "docs/frontier/head36/speed-cfg1,docs/frontier/head36/speed640-cfg1"
+	if err := runTune([]string{"--pack", pack, "--runs", runs, "--speed", speed}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(filepath.Join(pack, "manifest.json"))
@@ -42,11 +43,11 @@ func TestTuneRegeneratesTheEmbeddedPresets(t *testing.T) {
 	if err := mar.WriteSettings(pack, man.Settings); err != nil {
 		t.Fatal(err)
 	}
-	err = runTune([]string{"--pack", pack, "--runs", runs, "--speed", "docs/frontier/temperature/speed-cfg1"})
+	err = runTune([]string{"--pack", pack, "--runs", runs, "--speed", speed})
 	if err == nil || !strings.Contains(err.Error(), "preset fast of pack fmnist-target is published (published: a paper's setting): tuning does not replace it without --replace-published") {
 		t.Fatalf("replacing a published preset: %v", err)
 	}
-	if err := runTune([]string{"--pack", pack, "--runs", runs, "--speed", "docs/frontier/temperature/speed-cfg1", "--replace-published"}); err != nil {
+	if err := runTune([]string{"--pack", pack, "--runs", runs, "--speed", speed, "--replace-published"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(pack, "manifest.json")); !bytes.Equal(got, want) {
