@@ -25,19 +25,12 @@ from train import distill_head as dh
 @torch.no_grad()
 def chain(student, held, times, noise_scale, clip, seed=99):
     """The head's samples on the chain `times` (decreasing training timesteps), re-noising between
-    steps as the K-step sampler does."""
+    steps as the K-step sampler does, its noise times noise_scale."""
     gen = dh.generator(seed)
-    n = held.z.shape[0]
-    x = noise_scale * torch.randn(n, held.d, generator=gen)
-    x0 = None
-    for i, t in enumerate(times):
-        if i > 0:
-            noise = noise_scale * torch.randn(n, held.d, generator=gen)
-            x = float(dh.BASE.sqrt_acp[t]) * x0 + float(dh.BASE.sqrt_1m_acp[t]) * noise
-        x0 = student(x, torch.full((n,), float(t)), held.z, held.z_u, held.cfg)
-        if clip:
-            x0 = x0.clamp(-1, 1)
-    return x0
+    n, k = held.z.shape[0], len(times)
+    x_T = noise_scale * torch.randn(n, held.d, generator=gen)
+    eps = noise_scale * torch.randn(k, n, held.d, generator=gen)
+    return dh.sample_student(student, held.z, held.z_u, held.cfg, x_T, eps, k, clip, times=times)
 
 
 def main():

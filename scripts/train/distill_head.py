@@ -144,12 +144,13 @@ class DistilledHead(nn.Module):
                     depth=self.depth)
 
 
-def sample_student(student, z, z_uncond, cfg, x_T, eps, k, clip=True):
+def sample_student(student, z, z_uncond, cfg, x_T, eps, k, clip=True, times=None):
     """The K-step multistep sampler the Go side runs (mar/distilled.go): x_T [N,D], eps
-    [K,N,D] (eps[i] re-noises before step i; eps[0] unused, as in Go's TokenNoise.Eps)."""
+    [K,N,D] (eps[i] re-noises before step i; eps[0] unused, as in Go's TokenNoise.Eps), on the
+    K-step chain's training timesteps or on `times` (K decreasing timesteps)."""
     x = x_T
     x0 = None
-    for i, t in enumerate(STUDENT_TIMES[k]):
+    for i, t in enumerate(times or STUDENT_TIMES[k]):
         tt = torch.full((x.shape[0],), float(t))
         if i > 0:
             x = float(BASE.sqrt_acp[t]) * x0 + float(BASE.sqrt_1m_acp[t]) * eps[i]
