@@ -22,17 +22,6 @@ from lib import headchain as hc
 from train import distill_head as dh
 
 
-@torch.no_grad()
-def chain(student, held, times, noise_scale, clip, seed=99):
-    """The head's samples on the chain `times` (decreasing training timesteps), re-noising between
-    steps as the K-step sampler does, its noise times noise_scale."""
-    gen = dh.generator(seed)
-    n, k = held.z.shape[0], len(times)
-    x_T = noise_scale * torch.randn(n, held.d, generator=gen)
-    eps = noise_scale * torch.randn(k, n, held.d, generator=gen)
-    return dh.sample_student(student, held.z, held.z_u, held.cfg, x_T, eps, k, clip, times=times)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pack", default="models/target")
@@ -56,7 +45,7 @@ def main():
         times = [int(t) for t in spec.split(",")]
         if any(b >= a for a, b in zip(times, times[1:])) or not all(0 <= t < dh.TRAIN_STEPS for t in times):
             ap.error(f"--times {spec}: want decreasing training timesteps in 0..{dh.TRAIN_STEPS - 1}")
-        x = chain(student, held, times, args.temperature, clip)
+        x = held.chain(student, times, args.temperature, dh.generator(99))
         out["head"][spec] = {"distance": held.distance(x), "unguided": held.distance(x, unguided=True),
                              "at_bounds": hc.at_bounds(x)}
     print(json.dumps(out))

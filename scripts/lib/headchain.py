@@ -214,18 +214,24 @@ class HeldOut:
         return round(energy_distance(a, b), 5)
 
     @torch.no_grad()
+    def chain(self, student, times, noise_scale, gen):
+        """The student's samples on the chain `times` (decreasing training timesteps) at every
+        row, its input noise and re-noising drawn from gen and multiplied by noise_scale, as the
+        Go sampler's temperature does (mar/denoise_distilled.go)."""
+        n, k = self.z.shape[0], len(times)
+        x_T = noise_scale * torch.randn(n, self.d, generator=gen)
+        eps = noise_scale * torch.randn(k, n, self.d, generator=gen)
+        return dh.sample_student(student, self.z, self.z_u, self.cfg, x_T, eps, k, self.clip, times=times)
+
+    @torch.no_grad()
     def student(self, student, seed=99, noise_scale=None):
-        """The student's K-step samples' distances; noise_scale (default the check's) multiplies
-        its input noise and re-noising, as the Go sampler's temperature does
-        (mar/denoise_distilled.go)."""
+        """The student's K-step samples' distances, its noise scaled by noise_scale (default
+        the check's)."""
         noise_scale = self.noise_scale if noise_scale is None else noise_scale
         gen = dh.generator(seed)
         out = {}
         for k in dh.STUDENT_STEPS:
-            n = self.z.shape[0]
-            x_T = noise_scale * torch.randn(n, self.d, generator=gen)
-            eps = noise_scale * torch.randn(k, n, self.d, generator=gen)
-            x = dh.sample_student(student, self.z, self.z_u, self.cfg, x_T, eps, k, self.clip)
+            x = self.chain(student, dh.STUDENT_TIMES[k], noise_scale, gen)
             out[f"k{k}"] = self.distance(x)
             out[f"k{k}_unguided"] = self.distance(x, unguided=True)
             if self.clip:
