@@ -117,6 +117,11 @@ serve() { # NAME: the image's own command (serve) on $port with the check volume
   $engine run -d --name "$1" "${run_opts[@]}" --network host --read-only -v "$volume:/data" \
     -e MARSPEC_ADDR="127.0.0.1:$port" "$image:$tag" >/dev/null 2>>"$work/engine.log"
 }
+# serves URL PATTERN: the body is read whole before it is searched. `curl | grep -q` fails under pipefail
+# whenever grep matches early and exits while curl still has bytes to write (the gallery page is larger than
+# a pipe's buffer), which made the restart check fail at random.
+serves() { local body; body=$(curl -sf "$1") && grep -qi -- "$2" <<<"$body"; }
+
 healthy() { # NAME: the image's HEALTHCHECK says healthy within a minute
   local i status
   for i in $(seq 1 60); do
@@ -153,9 +158,9 @@ say "ok: runs as uid $uid; / is read-only, /data writable (the engine's /tmp is 
 $engine stop -t 10 marspec-check-1 >/dev/null 2>>"$work/engine.log"
 $engine start marspec-check-1 >/dev/null 2>>"$work/engine.log"
 healthy marspec-check-1 || fail "the server did not come back after a restart"
-curl -sf "$url/v1/generations/$id" | grep -q '"succeeded"' || fail "job $id is gone after a restart on the same volume"
+serves "$url/v1/generations/$id" '"succeeded"' || fail "job $id is gone after a restart on the same volume"
 curl -sf -o /dev/null "$url/v1/images/$id-0.png" || fail "the image of job $id is gone after a restart"
-curl -sf "$url/" | grep -qi '<html' || fail "the gallery page is not served after a restart"
+serves "$url/" '<html' || fail "the gallery page is not served after a restart"
 say "ok: stopped and started on the same volume: job, image and gallery intact"
 $engine rm -f marspec-check-1 >/dev/null 2>>"$work/engine.log"
 
@@ -197,7 +202,7 @@ done
 $engine stop -t 30 marspec-replica-1 >/dev/null 2>>"$work/engine.log"
 for id in "${ids[@]}"; do
   for i in $(seq 1 120); do
-    curl -sf "http://127.0.0.1:$((port + 2))/v1/generations/$id" | grep -q '"status":"succeeded"' && break
+    serves "http://127.0.0.1:$((port + 2))/v1/generations/$id" '"status":"succeeded"' && break
     [ "$i" = 120 ] && fail "job $id (posted to replica 1, which then stopped) did not succeed within 120 s on replica 2"
     sleep 1
   done

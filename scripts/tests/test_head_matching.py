@@ -26,8 +26,11 @@ energy_head.update against exact samples of N(m, s^2) (no score).
    scale 1 the same student spreads wider (the scale is in what it learned).
 7. deepened adds blocks that leave the trained student's outputs unchanged at the start, and
    the added blocks do change them once their gates move (they are not dead weight).
+8. energy_head.learning_rate warms up over its updates, then falls linearly in wall-clock time
+   to lr * lr_end at the run's last minute (and stays constant when lr_end is 1).
 Exits non-zero with a message naming the failed check.
 """
+import argparse
 import os
 import sys
 import tempfile
@@ -167,6 +170,15 @@ def main():
     if same > 1e-6 or moved < 1e-4:
         fail(f"deepened: outputs differ by {same:.3g} at the start (want 0) and {moved:.3g} "
              f"once a gate moves (want > 0)")
+    # 8. the learning rate: warm-up in updates, then linear in wall-clock time to lr * lr_end
+    args = argparse.Namespace(lr=3e-5, warmup=50, minutes=40.0, lr_end=0.0)
+    rates = [energy_head.learning_rate(args, s, m) for s, m in [(0, 0.0), (49, 0.1), (500, 10.0), (900, 40.0), (999, 50.0)]]
+    want = [3e-5 / 50, 3e-5 * (1 - 0.1 / 40), 3e-5 * 0.75, 0.0, 0.0]
+    args.lr_end = 1.0
+    rates.append(energy_head.learning_rate(args, 500, 39.0))
+    want.append(3e-5)
+    if any(abs(r - w) > 1e-12 for r, w in zip(rates, want)):
+        fail(f"learning_rate gave {rates}, want {want}")
     print("ok")
 
 
