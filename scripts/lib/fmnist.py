@@ -1,9 +1,11 @@
 """Fashion-MNIST from Debian's dataset-fashion-mnist, tokenized as marspec's packs expect."""
 import gzip
+import os
 
 import numpy as np
 
-ROOT = "/usr/share/datasets/fashion-mnist"
+# MARSPEC_FMNIST: another folder with the four .gz files (a lent GPU machine has no Debian package)
+ROOT = os.environ.get("MARSPEC_FMNIST", "/usr/share/datasets/fashion-mnist")
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
            "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
 PATCH = 4

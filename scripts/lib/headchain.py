@@ -122,7 +122,7 @@ def load_onnx_student(path):
     if missing:
         raise SystemExit(f"headchain: {path} lacks {missing[:3]}: not a distilled head graph")
     student.load_state_dict({k: weights[k].reshape(state[k].shape) for k in state})
-    return student
+    return student.to(dh.DEVICE)  # its schedule buffers are made on the CPU whatever the default device
 
 
 def deepened(student, blocks):
@@ -135,7 +135,7 @@ def deepened(student, blocks):
     deeper = dh.DistilledHead(c["token_dim"], c["z_width"], c["width"], c["depth"] + blocks)
     missing, unexpected = deeper.load_state_dict(student.state_dict(), strict=False)
     assert not unexpected and all(k.startswith("res_blocks.") for k in missing), (missing, unexpected)
-    return deeper
+    return deeper.to(dh.DEVICE)
 
 
 @torch.no_grad()
@@ -182,9 +182,9 @@ class HeldOut:
 
         gen = dh.generator(seed)
         images, labels = fmnist.load("test")
-        idx = torch.randperm(len(images), generator=gen)[:contexts // 4].numpy()
-        z, z_u, cfg = dh.contexts(mar, fmnist.tokenize(images[idx]), torch.from_numpy(labels[idx]),
-                                  4, gen)
+        idx = torch.randperm(len(images), generator=gen)[:contexts // 4].cpu().numpy()
+        z, z_u, cfg = dh.contexts(mar, fmnist.tokenize(images[idx]).to(dh.DEVICE),
+                                  torch.from_numpy(labels[idx]).to(dh.DEVICE), 4, gen)
         self.c, self.s = z.shape[0], samples
         rep = lambda v: v.repeat_interleave(samples, dim=0)
         self.z, self.z_u, self.cfg = rep(z), rep(z_u), rep(cfg)
@@ -248,6 +248,9 @@ class Run:
 
     def __init__(self, args):
         torch.set_num_threads(args.threads)
+        dh.use_device(args.device)
+        if args.tf32:
+            torch.backends.cuda.matmul.allow_tf32 = True
         torch.manual_seed(args.seed)
         os.makedirs(args.out, exist_ok=True)
         self.args = args
@@ -268,7 +271,7 @@ class Run:
         from lib import fmnist
 
         images, labels = fmnist.load("train")
-        self.tokens, self.labels = fmnist.tokenize(images), torch.from_numpy(labels)
+        self.tokens, self.labels = fmnist.tokenize(images).to(dh.DEVICE), torch.from_numpy(labels).to(dh.DEVICE)
         self.start = time.time()
 
     def tempered_start(self):
@@ -309,6 +312,9 @@ def arguments(description, minutes):
     ap.add_argument("--minutes", type=float, default=minutes)
     ap.add_argument("--max-steps", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where training runs (torch >= 2.0 "
+                    "off the CPU); the export runs on the CPU")
+    ap.add_argument("--tf32", action="store_true", help="cuda: matmuls in TF32 (faster, 10-bit mantissa)")
     ap.add_argument("--ema", type=float, default=0.999)
     ap.add_argument("--box-weight", type=float, default=10.0, help="weight of the penalty on raw outputs past the clip bounds")
     ap.add_argument("--stage-probs", default=",".join(str(p) for p in STAGE_PROBS),
@@ -361,5 +367,6 @@ def run_main(ap, train):
     if not args.out:
         ap.error("training needs --out")
     path = train(args)
+    dh.use_device("cpu")
     if args.replace:
         dh.export_into_pack(path, args.pack, True)
