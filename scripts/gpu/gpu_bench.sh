@@ -14,6 +14,7 @@
 # out/gpu-bench/gpu-bench.md, the section for docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/gpu/python.sh
 
 driver=gpu_bench.py
 if [ "${1:-}" = stages ]; then
@@ -34,15 +35,7 @@ if [[ " ${args[*]} " == *" --tiny "* && " ${args[*]} " != *" --device "* ]]; the
   args+=(--device cpu)
 fi
 
-# a Python with torch: the Debian one here, or whichever python3 has it on the GPU machine
-python=${PYTHON:-}
-for candidate in /usr/bin/python3 python3; do
-  [ -n "$python" ] && break
-  if command -v "$candidate" >/dev/null && "$candidate" -c "import torch, onnx" 2>/dev/null; then
-    python=$(command -v "$candidate")
-  fi
-done
-[ -n "$python" ] || { echo "gpu_bench: no python3 with torch and onnx (apt-get install python3-torch python3-onnx, or set PYTHON)" >&2; exit 1; }
+torch_python gpu_bench
 
 if [[ $device == cuda* ]]; then
   if [ -f third_party/onnxruntime-gpu-parts/SHA256SUMS ]; then

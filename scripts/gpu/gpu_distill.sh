@@ -17,13 +17,9 @@ vae=kl16
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
+. gpu/python.sh
 
-python=${PYTHON:-}
-for candidate in /usr/bin/python3 /opt/torch/.venv/bin/python3 python3; do
-  [ -n "$python" ] && break
-  command -v "$candidate" >/dev/null && "$candidate" -c "import torch, onnx" 2>/dev/null && python=$candidate
-done
-[ -n "$python" ] || { echo "gpu_distill: no python3 with torch and onnx" >&2; exit 1; }
+torch_python gpu_distill
 
 {
   date -u +%FT%TZ

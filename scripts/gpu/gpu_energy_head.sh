@@ -22,13 +22,9 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 [ -n "${MARSPEC_FMNIST:-}" ] && export MARSPEC_FMNIST=$(cd "$MARSPEC_FMNIST" && pwd)
 cd "$(dirname "$0")/../.."
+. scripts/gpu/python.sh
 
-python=${PYTHON:-}
-for candidate in /usr/bin/python3 /opt/torch/.venv/bin/python3 python3; do
-  [ -n "$python" ] && break
-  command -v "$candidate" >/dev/null && "$candidate" -c "import torch, onnx" 2>/dev/null && python=$candidate
-done
-[ -n "$python" ] || { echo "gpu_energy_head: no python3 with torch and onnx" >&2; exit 1; }
+torch_python gpu_energy_head
 {
   date -u +%FT%TZ
   "$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available() and torch.cuda.get_device_name())"
