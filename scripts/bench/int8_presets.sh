@@ -39,8 +39,10 @@ speed = {p: rows(f"{out}/speed-{p}-cfg1") for p in ("int8", "fp32")}
 ref = {p: speed[p]["target"]["images_per_second"] for p in speed}
 print("| configuration | int8 − fp32 FID, seeds 1 / 2 / 3 | mean | int8 / fp32 images/s | int8 vs the fp32 target |")
 print("|---|---|---|---|---|")
-for c in rows(f"{out}/int8-cfg1-seed1"):
-    d = [rows(f"{out}/int8-cfg1-seed{s}")[c]["fid"] - rows(f"docs/frontier/head36/cfg1-seed{s}")[c]["fid"] for s in (1, 2, 3)]
+int8 = [rows(f"{out}/int8-cfg1-seed{s}") for s in (1, 2, 3)]
+fp32 = [rows(f"docs/frontier/head36/cfg1-seed{s}") for s in (1, 2, 3)]
+for c in int8[0]:
+    d = [i[c]["fid"] - f[c]["fid"] for i, f in zip(int8, fp32)]
     i8, f32 = speed["int8"][c]["images_per_second"], speed["fp32"][c]["images_per_second"]
     print(f"| {c} | {' / '.join(f'{x:+.2f}' for x in d)} | {sum(d) / 3:+.2f} | {i8 / f32:.2f}x | {i8 / ref['fp32']:.1f}x |")
 print(f"one-token-per-step target: int8 {ref['int8']:.2f}, fp32 {ref['fp32']:.2f} images/s")

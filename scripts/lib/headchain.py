@@ -122,7 +122,7 @@ def load_onnx_student(path):
     if missing:
         raise SystemExit(f"headchain: {path} lacks {missing[:3]}: not a distilled head graph")
     student.load_state_dict({k: weights[k].reshape(state[k].shape) for k in state})
-    return student.to(dh.DEVICE)  # its schedule buffers are made on the CPU whatever the default device
+    return student
 
 
 def deepened(student, blocks):
@@ -135,7 +135,7 @@ def deepened(student, blocks):
     deeper = dh.DistilledHead(c["token_dim"], c["z_width"], c["width"], c["depth"] + blocks)
     missing, unexpected = deeper.load_state_dict(student.state_dict(), strict=False)
     assert not unexpected and all(k.startswith("res_blocks.") for k in missing), (missing, unexpected)
-    return deeper.to(dh.DEVICE)
+    return deeper
 
 
 @torch.no_grad()
@@ -183,8 +183,7 @@ class HeldOut:
         gen = dh.generator(seed)
         images, labels = fmnist.load("test")
         idx = torch.randperm(len(images), generator=gen)[:contexts // 4].cpu().numpy()
-        z, z_u, cfg = dh.contexts(mar, fmnist.tokenize(images[idx]).to(dh.DEVICE),
-                                  torch.from_numpy(labels[idx]).to(dh.DEVICE), 4, gen)
+        z, z_u, cfg = dh.contexts(mar, *dh.fmnist_tensors(images[idx], labels[idx]), 4, gen)
         self.c, self.s = z.shape[0], samples
         rep = lambda v: v.repeat_interleave(samples, dim=0)
         self.z, self.z_u, self.cfg = rep(z), rep(z_u), rep(cfg)
@@ -248,9 +247,7 @@ class Run:
 
     def __init__(self, args):
         torch.set_num_threads(args.threads)
-        dh.use_device(args.device)
-        if args.tf32:
-            torch.backends.cuda.matmul.allow_tf32 = True
+        dh.use_device(args.device, args.tf32)
         torch.manual_seed(args.seed)
         os.makedirs(args.out, exist_ok=True)
         self.args = args
@@ -271,7 +268,7 @@ class Run:
         from lib import fmnist
 
         images, labels = fmnist.load("train")
-        self.tokens, self.labels = fmnist.tokenize(images).to(dh.DEVICE), torch.from_numpy(labels).to(dh.DEVICE)
+        self.tokens, self.labels = dh.fmnist_tensors(images, labels)
         self.start = time.time()
 
     def tempered_start(self):
@@ -314,7 +311,7 @@ def arguments(description, minutes):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where training runs (torch >= 2.0 "
                     "off the CPU); the export runs on the CPU")
-    ap.add_argument("--tf32", action="store_true", help="cuda: matmuls in TF32 (faster, 10-bit mantissa)")
+    ap.add_argument("--tf32", action="store_true", help="cuda: matmuls and convolutions in TF32 (faster, 10-bit mantissa)")
     ap.add_argument("--ema", type=float, default=0.999)
     ap.add_argument("--box-weight", type=float, default=10.0, help="weight of the penalty on raw outputs past the clip bounds")
     ap.add_argument("--stage-probs", default=",".join(str(p) for p in STAGE_PROBS),

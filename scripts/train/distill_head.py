@@ -89,14 +89,25 @@ BASE = Diffusion(cosine_betas(TRAIN_STEPS))
 DEVICE = torch.device("cpu")  # --device: where tensors are made (torch.set_default_device)
 
 
-def use_device(name):
-    """Makes name (cpu, cuda, cuda:N) the device of every new tensor and generator here."""
+def use_device(name, tf32=False):
+    """Makes name (cpu, cuda, cuda:N) the device of every new tensor and generator here; tf32
+    lets CUDA's matmuls and convolutions run in TF32."""
     global DEVICE
     DEVICE = torch.device(name)
     if hasattr(torch, "set_default_device"):  # torch >= 2.0
         torch.set_default_device(DEVICE)
     elif DEVICE.type != "cpu":
         raise SystemExit(f"distill_head: --device {name} needs torch >= 2.0 (this is {torch.__version__})")
+    if tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def fmnist_tensors(images, labels):
+    """Fashion-MNIST images [N,28,28] uint8 and labels as tokens and label tensors on DEVICE."""
+    from lib import fmnist
+
+    return fmnist.tokenize(images).to(DEVICE), torch.from_numpy(labels).to(DEVICE)
 
 
 def generator(seed):
@@ -123,7 +134,7 @@ class DistilledHead(nn.Module):
         for lin in [self.final_layer.adaLN_modulation[-1], self.final_layer.linear]:
             nn.init.zeros_(lin.weight)
             nn.init.zeros_(lin.bias)
-        acp = torch.from_numpy(BASE.acp).float()
+        acp = torch.from_numpy(BASE.acp).float().to(DEVICE)  # from_numpy ignores the default device
         self.register_buffer("sqrt_acp", acp.sqrt())
         self.register_buffer("sqrt_1m_acp", (1 - acp).sqrt())
 
@@ -282,8 +293,7 @@ def heldout(mar, teacher, contexts_kind, num_iter, rows=HELDOUT, seed=1234):
 
     images, labels = fmnist.load("test")
     idx = torch.randperm(len(images), generator=gen)[:rows // 4].cpu().numpy()
-    return make_data(mar, teacher, fmnist.tokenize(images[idx]).to(DEVICE),
-                     torch.from_numpy(labels[idx]).to(DEVICE), len(idx), 4, gen)
+    return make_data(mar, teacher, *fmnist_tensors(images[idx], labels[idx]), len(idx), 4, gen)
 
 
 def teacher_noise(data, k):
@@ -368,8 +378,7 @@ class ContextPool:
             from lib import fmnist
 
             images, labels = fmnist.load("train")
-            self.tokens = fmnist.tokenize(images).to(DEVICE)
-            self.labels = torch.from_numpy(labels).to(DEVICE)
+            self.tokens, self.labels = fmnist_tensors(images, labels)
             return
         self.tokens, self.labels = self._generate(args.pool)
         self.next = 0
@@ -628,10 +637,7 @@ def main():
         if args.contexts is None:
             args.contexts = "data" if is_embedded(manifest) else "self"
     args.contexts = args.contexts or "data"
-    use_device(args.device)
-    if args.tf32:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    use_device(args.device, args.tf32)
     path = train(args)
     use_device("cpu")
     if args.pack:
