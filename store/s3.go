@@ -80,11 +80,25 @@ func OpenS3(raw string) (*S3, error) {
 		return nil, fmt.Errorf("bucket %s at %s: %w", s.bucket, endpoint, err)
 	}
 	if !ok {
-		if err := c.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{Region: region}); err != nil {
+		if err := c.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{Region: region}); err != nil && !madeByAnother(ctx, c, s.bucket, err) {
 			return nil, fmt.Errorf("making bucket %s at %s: %w", s.bucket, endpoint, err)
 		}
 	}
 	return s, nil
+}
+
+// madeByAnother says whether a failed MakeBucket lost a race rather than failed: replicas
+// started together all find no bucket, all make it, and all but one are told it exists
+// (BucketAlreadyOwnedByYou with the same credentials). Asking again settles it; a bucket that
+// still does not exist means the error was real.
+func madeByAnother(ctx context.Context, c *minio.Client, bucket string, makeErr error) bool {
+	switch minio.ToErrorResponse(makeErr).Code {
+	case "BucketAlreadyOwnedByYou", "BucketAlreadyExists":
+	default:
+		return false
+	}
+	ok, err := c.BucketExists(ctx, bucket)
+	return err == nil && ok
 }
 
 // checkKey refuses keys that are not relative paths inside the store ("JOB/INDEX.png"): the
