@@ -28,6 +28,9 @@ type GenerateRequest struct {
 	FinalStepNoise *bool    `json:"final_step_noise,omitempty"`
 	Sampler        string   `json:"sampler,omitempty"` // head sampler: ddpm (default), ddim, dpmpp-2m, dpmpp-2m-sde, distilled (the pack's few-step head)
 	Eta            *float64 `json:"eta,omitempty"`     // ddim only: 0 (deterministic) to 1 (ddpm's law)
+	// Precision of the transformer and head graphs: fp32 or int8 (the pack's quantised graphs);
+	// omitted: the server's --precision.
+	Precision string `json:"precision,omitempty"`
 	// Cache turns on caching across AR steps (docs/cache.md): omitted or null = off, {} = on
 	// with the defaults. Target and draft modes, fp32, packs with a cached transformer graph.
 	Cache *CacheRequest `json:"cache,omitempty"`
@@ -282,6 +285,9 @@ type Model struct {
 	DistilledSteps []int    `json:"distilled_steps,omitempty"`
 	// Defaults are what this pack samples with where a request and its preset set nothing.
 	Defaults *Defaults `json:"defaults,omitempty"`
+	// Precisions are those a request's precision may name on this pack: the graphs it has,
+	// less any the server's --precisions leaves out.
+	Precisions []string `json:"precisions,omitempty"`
 }
 
 // Defaults are a pack's default sampling settings, resolved (docs/model-pack.md, "Settings").
@@ -319,6 +325,8 @@ type Models struct {
 	Modes      []string              `json:"modes"`
 	// DefaultPreset is what a request naming neither preset nor mode runs with ("" = spec).
 	DefaultPreset string `json:"default_preset,omitempty"`
+	// DefaultPrecision is what a request naming no precision runs at (the server's --precision).
+	DefaultPrecision string `json:"default_precision,omitempty"`
 	// PresetAbout says what each preset runs and what it measured (docs/FRONTIER.md).
 	PresetAbout map[string]string `json:"preset_about,omitempty"`
 }

@@ -17,8 +17,8 @@ func openEmbedded(t *testing.T) (target, draft *mar.Model) {
 		t.Skip("ONNX Runtime not set up (make setup)")
 	}
 	var err error
-	if target, err = models.Model("target"); err == nil {
-		draft, err = models.Model("draft")
+	if target, err = models.Model("target", mar.FP32); err == nil {
+		draft, err = models.Model("draft", mar.FP32)
 	}
 	if err != nil {
 		t.Fatal(err)

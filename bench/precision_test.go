@@ -22,8 +22,8 @@ func TestComparePrecisions(t *testing.T) {
 	}
 	var named []Named
 	for _, p := range []string{mar.FP32, mar.Int8} {
-		m := &generation.ORTModels{ORTLib: models.ORTLib, Provider: models.Provider, Threads: models.Threads, Precision: p}
-		model, err := m.Model("target")
+		m := &generation.ORTModels{ORTLib: models.ORTLib, Provider: models.Provider, Threads: models.Threads}
+		model, err := m.Model("target", p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,7 +92,11 @@ func TestGalleryInBrowser(t *testing.T) {
 	setValue(t, b, "#f-priority", "3")
 
 	// A speculative job: Sneaker and Bag, two images each, seed 7 (the default preset runs the
-	// target alone, so the mode is chosen).
+	// target alone, so the mode is chosen), at int8 from the precisions the packs list.
+	if opts := eval[[]string](t, b, `[...document.querySelectorAll("#f-precision option")].map((o) => o.textContent)`); !slices.Equal(opts, []string{"default (fp32)", "fp32", "int8"}) {
+		t.Errorf("precision choices %q, want the default (fp32), fp32 and int8", opts)
+	}
+	setValue(t, b, "#f-precision", "int8")
 	setValue(t, b, "#f-mode", "spec")
 	eval[bool](t, b, `(() => { for (const c of document.querySelectorAll('#class-list input')) c.checked = c.value === "7" || c.value === "8"; return true; })()`)
 	setValue(t, b, "#f-n", "2")
@@ -104,8 +108,8 @@ func TestGalleryInBrowser(t *testing.T) {
 		t.Fatalf("job %s ended %s: %s", id, st, eval[string](t, b, `document.querySelector("#live").textContent`))
 	}
 	g := getGeneration(t, ts.URL, id)
-	if g.Settings.Mode != "spec" || g.Settings.Seed != 7 || len(g.Images) != 4 || g.Priority != 3 {
-		t.Fatalf("job %s: mode %s seed %d, %d images, priority %d; want spec, 7, 4, 3", id, g.Settings.Mode, g.Settings.Seed, len(g.Images), g.Priority)
+	if g.Settings.Mode != "spec" || g.Settings.Seed != 7 || len(g.Images) != 4 || g.Priority != 3 || g.Settings.Precision != "int8" {
+		t.Fatalf("job %s: mode %s seed %d, %d images, priority %d, precision %q; want spec, 7, 4, 3, int8", id, g.Settings.Mode, g.Settings.Seed, len(g.Images), g.Priority, g.Settings.Precision)
 	}
 	card := fmt.Sprintf(`article.job[data-job="%s"]`, id)
 	b.waitFor(t, "the job's priority on its card", `(document.querySelector(`+js(card+" .queue-info")+`) || {}).textContent === "priority 3"`, 30*time.Second)

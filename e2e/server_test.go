@@ -15,7 +15,6 @@ import (
 	"marspec/api"
 	"marspec/generation"
 	"marspec/server"
-	"marspec/store"
 	"marspec/web"
 )
 
@@ -45,16 +44,11 @@ func startServer(t *testing.T, tweak func(*server.Config)) *httptest.Server {
 		tweak(&cfg)
 	}
 	models := &generation.ORTModels{ORTLib: lib, Provider: "cpu", Threads: 1}
-	cat, err := generation.CatalogFor(models, cfg.Target, cfg.Draft, "cpu", cfg.MaxImages)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(cfg.DataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv := server.New(cfg, server.Deps{Catalog: cat, Models: models, Store: st, UI: web.FS, Log: log})
+	srv, st, err := server.Open(cfg, models, web.FS, log) // as marspec serve starts: flags checked, packs and store opened
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -20,7 +20,9 @@ type GenerateSettings struct {
 	FinalNoise           bool
 	Cache                CacheFlags
 	Spec                 SpecSettings
-	// MaxImages, Provider and Precision go into the catalog (the runtime's, not the request's).
+	// MaxImages and Provider go into the catalog (the runtime's, not the request's); Precision
+	// goes into both: the request names it when the flag was given (so a server gets it too),
+	// and the catalog's default is it.
 	MaxImages           int
 	Provider, Precision string
 }
@@ -72,6 +74,9 @@ func (g *GenerateSettings) Request(set map[string]bool, local bool) (Request, Ca
 	}
 	if set["steps"] {
 		req.Steps = &g.Steps
+	}
+	if set["precision"] {
+		req.Precision = g.Precision
 	}
 	if set["steps-late"] {
 		req.StepsLate = &g.StepsLate

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 	"sync"
 
 	"marspec/mar"
@@ -11,42 +12,61 @@ import (
 	"marspec/onnxrt"
 )
 
-// Models gives the scheduler runnable models by pack name. The ONNX implementation opens each
-// pack once; tests use Fixed with mar/analytic models.
+// Models gives the scheduler runnable models by pack name and precision (mar.FP32, mar.Int8;
+// "" is fp32). The ONNX implementation opens each pack once per precision asked for, on first
+// use; tests use Fixed with mar/analytic models.
 type Models interface {
-	Model(pack string) (*mar.Model, error)
+	Model(pack, precision string) (*mar.Model, error)
 }
 
 // OpenModels is what Models that can list their open packs add (both here do): metrics read
-// the open models without opening one.
+// the open models without opening one. The keys are ModelName's.
 type OpenModels interface {
 	Open() map[string]*mar.Model
 }
 
-// Fixed is a Models over models built beforehand.
+// ModelName names a pack at a precision: the pack's name at fp32 (so names read as they did
+// before there was a choice), "NAME@PRECISION" otherwise.
+func ModelName(pack, precision string) string {
+	if precision == "" || precision == mar.FP32 {
+		return pack
+	}
+	return pack + "@" + precision
+}
+
+// SplitModelName undoes ModelName.
+func SplitModelName(name string) (pack, precision string) {
+	if pack, precision, ok := strings.Cut(name, "@"); ok {
+		return pack, precision
+	}
+	return name, mar.FP32
+}
+
+// Fixed is a Models over models built beforehand, keyed by ModelName: a model given under a
+// pack's bare name is its fp32 one, and no other precision is made up from it.
 type Fixed map[string]*mar.Model
 
-// Model returns the model named pack.
-func (f Fixed) Model(pack string) (*mar.Model, error) {
-	if m, ok := f[pack]; ok {
+// Model returns the model of pack at precision.
+func (f Fixed) Model(pack, precision string) (*mar.Model, error) {
+	if m, ok := f[ModelName(pack, precision)]; ok {
 		return m, nil
 	}
-	return nil, fmt.Errorf("model pack %q is not loaded", pack)
+	return nil, fmt.Errorf("model pack %q is not loaded at precision %s", pack, pick(precision, "", mar.FP32))
 }
 
 // Open returns the models, all open from the start.
 func (f Fixed) Open() map[string]*mar.Model { return f }
 
-// ORTModels opens packs with ONNX Runtime on first use and keeps them open.
+// ORTModels opens packs with ONNX Runtime on first use, once per precision asked for, and
+// keeps them open: a server whose requests name int8 now and then holds both sets of graphs.
 type ORTModels struct {
-	ORTLib    string
-	Provider  string // cpu, cuda or cuda:N
-	Threads   int
-	Tuning    onnxrt.Tuning // ONNX Runtime's CPU settings (zero: its defaults)
-	Precision string        // of the transformer and head graphs: mar.FP32 ("" too) or mar.Int8
+	ORTLib   string
+	Provider string // cpu, cuda or cuda:N
+	Threads  int
+	Tuning   onnxrt.Tuning // ONNX Runtime's CPU settings (zero: its defaults)
 
 	mu     sync.Mutex
-	models map[string]*mar.Model
+	models map[string]*mar.Model // by ModelName
 }
 
 // LoadPack resolves a pack name as the CLI does: "target" and "draft" are the embedded packs
@@ -83,11 +103,12 @@ func (o *ORTModels) Open() map[string]*mar.Model {
 	return out
 }
 
-// Model opens pack (once).
-func (o *ORTModels) Model(pack string) (*mar.Model, error) {
+// Model opens pack at precision (once).
+func (o *ORTModels) Model(pack, precision string) (*mar.Model, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if m, ok := o.models[pack]; ok {
+	name := ModelName(pack, precision)
+	if m, ok := o.models[name]; ok {
 		return m, nil
 	}
 	dev, err := onnxrt.ParseDevice(o.Provider)
@@ -97,7 +118,7 @@ func (o *ORTModels) Model(pack string) (*mar.Model, error) {
 	if err := ValidateRuntime(dev.Provider(), o.Threads); err != nil {
 		return nil, err
 	}
-	p, err := LoadPackAt(pack, o.Precision)
+	p, err := LoadPackAt(pack, precision)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +132,6 @@ func (o *ORTModels) Model(pack string) (*mar.Model, error) {
 	if o.models == nil {
 		o.models = map[string]*mar.Model{}
 	}
-	o.models[pack] = m
+	o.models[name] = m
 	return m, nil
 }

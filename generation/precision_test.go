@@ -2,6 +2,7 @@ package generation
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,5 +87,125 @@ func TestPrecisionInProvenance(t *testing.T) {
 		if c.want == mar.Int8 && (!strings.Contains(plan.Params(), "precision=int8") || plan.Settings().Precision != mar.Int8) {
 			t.Errorf("int8: params %q, settings precision %q", plan.Params(), plan.Settings().Precision)
 		}
+	}
+}
+
+// A request names its precision; the catalog's is the default of requests that name none, and
+// a server's --precisions bounds what they may name (the default always among them).
+func TestRequestPrecision(t *testing.T) {
+	_, cat := TestModels()
+	cat.Target, cat.Draft = withInt8(cat.Target), withInt8(cat.Draft)
+	req := func(precision string) Request {
+		return Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"}, Seed: u64(1), Mode: ModeSpec, Precision: precision}}
+	}
+	for _, c := range []struct{ def, asked, want string }{
+		{"", "", mar.FP32}, {"", mar.Int8, mar.Int8}, {mar.Int8, "", mar.Int8}, {mar.Int8, mar.FP32, mar.FP32},
+	} {
+		cat.Precision = c.def
+		plan, err := ValidateRequest(req(c.asked), cat)
+		if err != nil || plan.Precision != c.want {
+			t.Errorf("default %q, asked %q: precision %q, %v; want %s", c.def, c.asked, plan.Precision, err, c.want)
+		}
+	}
+
+	cat.Precision, cat.Precisions = mar.FP32, []string{mar.FP32}
+	_, err := ValidateRequest(req(mar.Int8), cat)
+	if Field(err) != "precision" || !strings.Contains(err.Error(), "does not serve int8") || !strings.Contains(err.Error(), "omit it, or fp32") {
+		t.Errorf("int8 where --precisions is fp32: got %v, want a precision field error allowing fp32", err)
+	}
+	if _, err := ValidateRequest(req(mar.FP32), cat); err != nil {
+		t.Errorf("fp32 where --precisions is fp32: %v", err)
+	}
+	if got := cat.PackPrecisions(cat.Target); !slices.Equal(got, []string{mar.FP32}) {
+		t.Errorf("PackPrecisions under --precisions fp32 = %v", got)
+	}
+	cat.Precisions = nil
+	if got := cat.PackPrecisions(cat.Target); !slices.Equal(got, []string{mar.FP32, mar.Int8}) {
+		t.Errorf("PackPrecisions of a pack with int8 graphs = %v", got)
+	}
+	if _, c := TestModels(); !slices.Equal(c.PackPrecisions(c.Target), []string{mar.FP32}) {
+		t.Errorf("PackPrecisions of a pack without int8 graphs = %v", c.PackPrecisions(c.Target))
+	}
+}
+
+func TestParsePrecisions(t *testing.T) {
+	for _, c := range []struct {
+		list, def string
+		want      []string
+		err       string
+	}{
+		{"", "", nil, ""},
+		{"fp32, int8,fp32", "int8", []string{mar.FP32, mar.Int8}, ""},
+		{"fp32", "", []string{mar.FP32}, ""},
+		{"int8", "fp32", nil, "leaves out fp32"},
+		{"fp16", "", nil, `"fp16" unknown`},
+	} {
+		got, err := ParsePrecisions(c.list, c.def)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParsePrecisions(%q, %q) = %v, %v; want an error with %q", c.list, c.def, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("ParsePrecisions(%q, %q) = %v, %v; want %v", c.list, c.def, got, err, c.want)
+		}
+	}
+}
+
+// A preset measured at int8 brings its precision to a request that names none, on a CPU
+// catalog that serves it and a pack with the graphs; anywhere else the request runs at the
+// catalog's default, and a request's own precision wins over the preset's.
+func TestPresetPrecision(t *testing.T) {
+	pre, err := PresetFromRunConfig("target:num_iter=3:steps=10:sampler=ddim:precision=int8")
+	if err != nil || pre.Precision != mar.Int8 {
+		t.Fatalf("PresetFromRunConfig: %+v, %v", pre, err)
+	}
+	if d := DescribePreset(pre); !strings.HasSuffix(d, ", int8 weights on a CPU") {
+		t.Errorf("DescribePreset = %q, want it to name int8", d)
+	}
+	if p, _ := PresetFromRunConfig("target:num_iter=3:precision=fp32"); p.Precision != "" {
+		t.Errorf("precision=fp32 gives preset precision %q, want none (fp32 is every preset's default)", p.Precision)
+	}
+	_, base := TestModels()
+	set := *base.Target.Settings
+	set.Presets = map[string]Preset{"quick": pre}
+	man := withInt8(base.Target)
+	man.Settings = &set
+	cat := base
+	cat.Target, cat.Draft = man, withInt8(base.Draft)
+	req := func(precision string) Request {
+		return Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"}, Seed: u64(1), Preset: "quick", Precision: precision}}
+	}
+	noInt8 := cat
+	noInt8.Target = &mar.Manifest{}
+	*noInt8.Target = *base.Target
+	noInt8.Target.Settings = &set
+	for _, c := range []struct {
+		name  string
+		tweak func(*Catalog)
+		asked string
+		want  string
+	}{
+		{"cpu", func(*Catalog) {}, "", mar.Int8},
+		{"provider unset (tests, offline runs)", func(c *Catalog) { c.Provider = "" }, "", mar.Int8},
+		{"request names fp32", func(*Catalog) {}, mar.FP32, mar.FP32},
+		{"cuda: not measured there", func(c *Catalog) { c.Provider = "cuda" }, "", mar.FP32},
+		{"server serves fp32 only", func(c *Catalog) { c.Precisions = []string{mar.FP32} }, "", mar.FP32},
+		{"pack without int8 graphs", func(c *Catalog) { *c = noInt8 }, "", mar.FP32},
+	} {
+		k := cat
+		c.tweak(&k)
+		plan, err := ValidateRequest(req(c.asked), k)
+		if err != nil || plan.Precision != c.want {
+			t.Errorf("%s: precision %q, %v; want %s", c.name, plan.Precision, err, c.want)
+		}
+	}
+	bad := set
+	bad.Presets = map[string]Preset{"quick": {Mode: ModeTarget, Precision: "fp16", About: "x", Provenance: "chosen: x"}}
+	m := *base.Target
+	m.Settings = &bad
+	if err := CheckSettings(&m); err == nil || !strings.Contains(err.Error(), `settings preset quick: precision "fp16" unknown`) {
+		t.Errorf("a preset with precision fp16: %v", err)
 	}
 }

@@ -113,6 +113,9 @@ func DescribePreset(p Preset) string {
 	if p.Temperature != nil {
 		s += ", temperature " + strconv.FormatFloat(*p.Temperature, 'g', -1, 64)
 	}
+	if p.Precision != "" && p.Precision != mar.FP32 {
+		s += ", " + p.Precision + " weights on a CPU"
+	}
 	return s
 }
 
@@ -174,6 +177,9 @@ func CheckSettings(man *mar.Manifest) error {
 		default:
 			return fail(fmt.Errorf("mode %q unknown (allowed: target, draft, spec)", pre.Mode))
 		}
+		if _, err := mar.ParsePrecision(pre.Precision); err != nil {
+			return fail(err)
+		}
 		if pre.Mode != ModeSpec && (pre.Gamma != "" || pre.Verify != "" || pre.Acceptance != "") {
 			return fail(errors.New("gamma, verify and acceptance apply to mode spec only"))
 		}
@@ -193,24 +199,25 @@ func CheckSettings(man *mar.Manifest) error {
 func WireModels(cat Catalog) api.Models {
 	set, pack := cat.Settings()
 	out := api.Models{Presets: set.PresetNames(), PresetsOf: pack, Modes: []string{ModeTarget, ModeDraft, ModeSpec},
-		DefaultPreset: set.DefaultPreset, PresetAbout: map[string]string{}, PresetInfo: map[string]api.PresetInfo{}}
+		DefaultPreset: set.DefaultPreset, PresetAbout: map[string]string{}, PresetInfo: map[string]api.PresetInfo{},
+		DefaultPrecision: pick(cat.Precision, "", mar.FP32)}
 	for name, p := range set.Presets {
 		out.PresetAbout[name] = p.About
 		out.PresetInfo[name] = api.PresetInfo{Mode: p.Mode, About: p.About, Provenance: p.Provenance, Evaluation: name == set.EvaluationPreset}
 	}
 	if man := cat.Target; man != nil {
-		out.Models = append(out.Models, wireModel("target", man, cat.MaxImages))
+		out.Models = append(out.Models, wireModel("target", man, cat))
 		out.Models[0].Presets = out.Presets
 	}
 	if man := cat.Draft; man != nil {
-		out.Models = append(out.Models, wireModel("draft", man, cat.MaxImages))
+		out.Models = append(out.Models, wireModel("draft", man, cat))
 	}
 	return out
 }
 
-func wireModel(role string, man *mar.Manifest, maxImages int) api.Model {
+func wireModel(role string, man *mar.Manifest, cat Catalog) api.Model {
 	m := api.Model{Role: role, Name: man.Name, Classes: man.Classes, SeqLen: man.SeqLen(), Steps: man.Diffusion.SamplingSteps,
-		Image: [3]int{man.Image.Height, man.Image.Width, man.Image.Channels}, MaxImage: maxImages}
+		Image: [3]int{man.Image.Height, man.Image.Width, man.Image.Channels}, MaxImage: cat.MaxImages, Precisions: cat.PackPrecisions(man)}
 	for _, s := range diffusion.Samplers {
 		if s != diffusion.Distilled || man.DistilledHead != nil {
 			m.Samplers = append(m.Samplers, string(s))

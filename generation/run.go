@@ -32,7 +32,7 @@ type Generator interface {
 // NewGenerator opens the plan's models and returns its generator, at most maxBatch images in
 // flight (0 = all).
 func NewGenerator(plan Plan, models Models, maxBatch int) (Generator, error) {
-	m, err := models.Model(plan.Pack)
+	m, err := models.Model(plan.Pack, plan.Precision)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func NewGenerator(plan Plan, models Models, maxBatch int) (Generator, error) {
 	}
 	var d *mar.Model // nil: self-drafting or early exit, no draft pack
 	if !plan.Spec.SelfDraft && !plan.Spec.EarlyExit {
-		if d, err = models.Model(plan.DraftPack); err != nil {
+		if d, err = models.Model(plan.DraftPack, plan.Precision); err != nil {
 			return nil, err
 		}
 	}
@@ -170,16 +170,17 @@ func AcceptanceRates(sum *arsampler.Summary) []float64 {
 	return rates
 }
 
-// CatalogFor builds a catalog from opened models.
-func CatalogFor(models Models, targetPack, draftPack, provider string, maxImages int) (Catalog, error) {
-	cat := Catalog{TargetPack: targetPack, DraftPack: draftPack, MaxImages: maxImages, Provider: provider}
-	t, err := models.Model(targetPack)
+// CatalogFor builds a catalog from models opened at precision, the default of requests that
+// name none.
+func CatalogFor(models Models, targetPack, draftPack, provider, precision string, maxImages int) (Catalog, error) {
+	cat := Catalog{TargetPack: targetPack, DraftPack: draftPack, MaxImages: maxImages, Provider: provider, Precision: precision}
+	t, err := models.Model(targetPack, precision)
 	if err != nil {
 		return cat, err
 	}
 	cat.Target = t.Manifest
 	if draftPack != "" {
-		d, err := models.Model(draftPack)
+		d, err := models.Model(draftPack, precision)
 		if err != nil {
 			return cat, err
 		}

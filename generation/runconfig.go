@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"marspec/api"
+	"marspec/mar"
 )
 
 // A run configuration is how scoring runs and the frontier name what to sample:
@@ -15,8 +16,8 @@ import (
 
 // Keys a configuration may set, by kind.
 const (
-	RunConfigKeysTarget = "num_iter, steps, anneal, final_noise, sampler, eta, temperature, cache, cache_full_steps, cache_refresh_every, cache_recompute, cache_cfg_reuse"
-	RunConfigKeysSpec   = "gamma, prefill, verify, acceptance, align, draft, exit_max_error, rejection, tolerance, steps"
+	RunConfigKeysTarget = "num_iter, steps, anneal, final_noise, sampler, eta, temperature, precision, cache, cache_full_steps, cache_refresh_every, cache_recompute, cache_cfg_reuse"
+	RunConfigKeysSpec   = "gamma, prefill, verify, acceptance, align, draft, exit_max_error, rejection, tolerance, steps, precision"
 )
 
 // RunConfig is one checked configuration.
@@ -110,7 +111,7 @@ func setRunConfigKey(req *Request, kind, k, v string) (named string, described b
 	switch {
 	case kind != ModeSpec:
 		described = true
-	case k == "steps" || k == "draft" || k == "exit_max_error" || k == "rejection" || k == "tolerance":
+	case k == "steps" || k == "draft" || k == "exit_max_error" || k == "rejection" || k == "tolerance" || k == "precision":
 		described = true
 	}
 	return named, described, err
@@ -138,6 +139,12 @@ func setKey(req *Request, kind, k, v string) (named string, err error) {
 	}
 	baseline := kind != ModeSpec
 	switch {
+	case k == "precision": // over the run's --precision, so one run can hold fp32 and int8 points side by side
+		if _, err := mar.ParsePrecision(v); err != nil || v == "" {
+			return "", fieldErr(k, strconv.Quote(v), mar.PrecisionNames(), "unknown")
+		}
+		req.Precision = v
+		return v, nil
 	case k == "steps":
 		req.Steps, err = whole()
 		return "s" + v, err
@@ -241,5 +248,8 @@ func PresetFromRunConfig(text string) (Preset, error) {
 	}
 	p.FinalStepNoise = req.FinalStepNoise != nil && *req.FinalStepNoise
 	p.Temperature = req.Temperature
+	if req.Precision != mar.FP32 {
+		p.Precision = req.Precision
+	}
 	return p, nil
 }

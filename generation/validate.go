@@ -33,9 +33,12 @@ type Catalog struct {
 	Target, Draft         *mar.Manifest
 	MaxImages             int    // per request; 0 = 10000
 	Provider              string // cpu or cuda: resolves schedule "auto"
-	// Precision is what the packs' transformer and head graphs are opened at (mar.FP32 or ""
-	// for the default, mar.Int8): set by the caller that opens them (--precision).
+	// Precision is what the packs' transformer and head graphs are opened at for requests that
+	// name none (mar.FP32 or "" for the default, mar.Int8): --precision.
 	Precision string
+	// Precisions are those a request may name (a server's --precisions); nil = every one the
+	// pack has graphs for.
+	Precisions []string
 }
 
 // Plan is a validated request with every default filled in: what a runner needs, nothing more.
@@ -142,7 +145,7 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 		return p, fieldErr("mode", mode, "", "no "+mode+" model is loaded")
 	}
 	p.Mode, p.Preset = mode, preset
-	if p.Precision, err = checkPrecision(cat.Precision, p.Pack, man); err != nil {
+	if p.Precision, err = resolvePrecision(pick(req.Precision, presetPrecision(pre, cat, man), ""), cat, p.Pack, man); err != nil {
 		return p, err
 	}
 	L := man.SeqLen()
@@ -202,7 +205,7 @@ func ValidateRequest(req Request, cat Catalog) (Plan, error) {
 	}
 	if !req.SelfDraft && !req.EarlyExit {
 		p.DraftPack = cat.DraftPack
-		if _, err := checkPrecision(p.Precision, p.DraftPack, cat.Draft); err != nil {
+		if err := checkPackPrecision(p.Precision, p.DraftPack, cat.Draft); err != nil {
 			return p, err
 		}
 	}

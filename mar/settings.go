@@ -65,7 +65,12 @@ type Preset struct {
 	// Fallback is the preset a request runs with instead when this one's settings do not fit
 	// it or its pack (a pack without a distilled head, a temperature the distilled head cannot
 	// scale); the plan then names the fallback. "" = such a request is refused.
-	Fallback   string `json:"fallback,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+	// Precision is what the preset was measured at where it is not fp32 (int8: the pack's
+	// quantised graphs). A request naming none runs at it on a CPU server that serves it and a
+	// pack that has the graphs; elsewhere at the server's default (the int8 graphs are measured
+	// on CPUs only).
+	Precision  string `json:"precision,omitempty"`
 	Gamma      string `json:"gamma,omitempty"` // spec mode
 	Verify     string `json:"verify,omitempty"`
 	Acceptance string `json:"acceptance,omitempty"`

@@ -30,12 +30,12 @@ type engine interface {
 // seed is 0. Auto gamma adapts to the batch it runs in, so such a job gets its own engine.
 func groupKey(id string, p *generation.Plan) string {
 	if p.Spec == nil {
-		return "stepper/" + p.Pack
+		return "stepper/" + generation.ModelName(p.Pack, p.Precision)
 	}
 	cfg := *p.Spec
 	seed := cfg.Sampling.Seed
 	cfg.Sampling.Seed = 0
-	key := fmt.Sprintf("spec/%s/%s/%+v", p.Pack, p.DraftPack, cfg)
+	key := fmt.Sprintf("spec/%s/%s/%+v", generation.ModelName(p.Pack, p.Precision), p.DraftPack, cfg)
 	if seed == 0 {
 		key += "/seed0"
 	}
@@ -46,14 +46,14 @@ func groupKey(id string, p *generation.Plan) string {
 }
 
 func newEngine(models generation.Models, p *generation.Plan) (engine, error) {
-	m, err := models.Model(p.Pack)
+	m, err := models.Model(p.Pack, p.Precision)
 	if err != nil {
 		return nil, err
 	}
 	if p.Spec == nil {
 		return &stepperEngine{s: mar.NewStepper(m)}, nil
 	}
-	d, err := models.Model(p.DraftPack)
+	d, err := models.Model(p.DraftPack, p.Precision)
 	if err != nil {
 		return nil, err
 	}

@@ -321,6 +321,15 @@ func TestGroupKeys(t *testing.T) {
 		key("b", api.GenerateRequest{Class: api.Classes{"1"}, Seed: u64(2), Mode: "target", CFG: f64(2)}) {
 		t.Error("target jobs with different options are kept apart")
 	}
+	// a precision is a set of graphs: an engine runs one
+	for _, r := range []api.GenerateRequest{{Class: api.Classes{"0"}, Seed: u64(1), Mode: "target"}, spec(5)} {
+		p := plan(t, r)
+		q := p
+		q.Precision = "int8"
+		if groupKey("a", &p) == groupKey("b", &q) {
+			t.Errorf("mode %s: fp32 and int8 jobs share an engine", r.Mode)
+		}
+	}
 }
 
 // Progress counts tokens while images are unfinished, for every mode: a job's reports climb

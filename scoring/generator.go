@@ -24,14 +24,18 @@ type chunkGenerator struct {
 	model      *mar.Model // target-only or draft-only
 	target     *mar.Model
 	draft      *mar.Model
+	precision  string // the configuration's: the models above are opened at it
 	spec       *arsampler.Config
 	opt        mar.Options
 	settings   Settings
 }
 
 // newChunkGenerator reads one configuration over the run's shared settings, checked as a
-// request is (generation.ParseRunConfig); schedule and provider come from the command.
-func newChunkGenerator(text string, s Settings, target, draft *mar.Model, schedule, provider string) (chunkGenerator, error) {
+// request is (generation.ParseRunConfig) against the packs opened at the run's precision;
+// packsAt gives them at the configuration's own (precision=); schedule and provider come from
+// the command.
+func newChunkGenerator(text string, s Settings, target, draft *mar.Model, packsAt func(precision string) (*mar.Model, *mar.Model, error),
+	schedule, provider string) (chunkGenerator, error) {
 	base := generation.Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"},
 		Seed: &s.Seed, CFG: &s.CFG, CFGSchedule: s.CFGSchedule, Temperature: &s.Temperature, Steps: &s.Steps, Schedule: schedule}}
 	cat := generation.Catalog{TargetPack: "target", DraftPack: "draft", Target: target.Manifest, Draft: draft.Manifest, Provider: provider,
@@ -41,7 +45,11 @@ func newChunkGenerator(text string, s Settings, target, draft *mar.Model, schedu
 		return chunkGenerator{}, err
 	}
 	plan := rc.Plan
-	g := chunkGenerator{name: rc.Name, desc: rc.Desc, opt: plan.Options, spec: plan.Spec, settings: s, target: target, draft: draft}
+	if target, draft, err = packsAt(plan.Precision); err != nil {
+		return chunkGenerator{}, fmt.Errorf("configuration %q: %w", text, err)
+	}
+	g := chunkGenerator{name: rc.Name, desc: rc.Desc, opt: plan.Options, spec: plan.Spec, settings: s, target: target, draft: draft,
+		precision: plan.Precision}
 	switch rc.Kind {
 	case generation.ModeTarget:
 		g.model = target
@@ -72,7 +80,7 @@ func (g chunkGenerator) run(c int, ev *fid.Evaluator) (*fid.Chunk, error) {
 		ch.Classes = append(ch.Classes, i%len(g.target.Manifest.Classes))
 	}
 	start := time.Now()
-	gen, err := generation.NewGenerator(g.plan(), generation.Fixed{"target": g.target, "draft": g.draft}, g.settings.Batch)
+	gen, err := generation.NewGenerator(g.plan(), generation.Fixed{generation.ModelName("target", g.precision): g.target, generation.ModelName("draft", g.precision): g.draft}, g.settings.Batch)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +111,7 @@ func (g chunkGenerator) run(c int, ev *fid.Evaluator) (*fid.Chunk, error) {
 // plan is the configuration as a generation plan over the run's two packs (named "target"
 // and "draft"), so a chunk is made as `marspec generate` makes its images.
 func (g chunkGenerator) plan() generation.Plan {
-	p := generation.Plan{Mode: generation.ModeTarget, Pack: "target", Options: g.opt, Spec: g.spec}
+	p := generation.Plan{Mode: generation.ModeTarget, Pack: "target", Options: g.opt, Spec: g.spec, Precision: g.precision}
 	switch {
 	case g.spec != nil:
 		p.Mode, p.DraftPack = generation.ModeSpec, "draft"

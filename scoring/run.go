@@ -20,7 +20,8 @@ import (
 // Models opens what a run needs by name (a pack: embedded name or folder; an evaluator); the
 // CLI's runtime flags (device, threads, library) stand behind it.
 type Models interface {
-	Open(pack string) (*mar.Model, error)
+	Open(pack, precision string) (*mar.Model, error) // precision: mar.FP32 or mar.Int8
+
 	OpenEvaluator(name string) (*fid.Evaluator, error)
 	Provider() string // cpu or cuda[:N]: resolves the prefix-round schedule "auto"
 }
@@ -114,7 +115,11 @@ func openRun(m Models, dir string, s Settings, evaluator, schedule string) ([]ch
 
 // openGenerators opens the packs and the evaluator and checks every configuration.
 func openGenerators(m Models, s Settings, evaluator, schedule string) ([]chunkGenerator, *fid.Evaluator, error) {
-	target, err := m.Open(s.Target)
+	precision, err := mar.ParsePrecision(s.Precision)
+	if err != nil {
+		return nil, nil, err
+	}
+	target, err := m.Open(s.Target, precision)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -124,9 +129,26 @@ func openGenerators(m Models, s Settings, evaluator, schedule string) ([]chunkGe
 		CFG: &s.CFG, Temperature: &s.Temperature, Steps: &s.Steps}}, target.Manifest); err != nil {
 		return nil, nil, err
 	}
-	draft, err := m.Open(s.Draft)
+	draft, err := m.Open(s.Draft, precision)
 	if err != nil {
 		return nil, nil, err
+	}
+	// a configuration's precision= opens the packs again at it, once per precision
+	at := map[string][2]*mar.Model{precision: {target, draft}}
+	packsAt := func(p string) (*mar.Model, *mar.Model, error) {
+		if pair, ok := at[p]; ok {
+			return pair[0], pair[1], nil
+		}
+		t, err := m.Open(s.Target, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := m.Open(s.Draft, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		at[p] = [2]*mar.Model{t, d}
+		return t, d, nil
 	}
 	ev, err := m.OpenEvaluator(evaluator)
 	if err != nil {
@@ -134,7 +156,7 @@ func openGenerators(m Models, s Settings, evaluator, schedule string) ([]chunkGe
 	}
 	gens := make([]chunkGenerator, len(s.Configs))
 	for i, c := range s.Configs {
-		if gens[i], err = newChunkGenerator(c, s, target, draft, schedule, m.Provider()); err != nil {
+		if gens[i], err = newChunkGenerator(c, s, target, draft, packsAt, schedule, m.Provider()); err != nil {
 			return nil, nil, err
 		}
 	}

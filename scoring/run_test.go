@@ -2,6 +2,8 @@ package scoring
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +27,9 @@ func newORTModels(t *testing.T) ortModels {
 	return ortModels{models}
 }
 
-func (m ortModels) Open(pack string) (*mar.Model, error) { return m.models.Model(pack) }
+func (m ortModels) Open(pack, precision string) (*mar.Model, error) {
+	return m.models.Model(pack, precision)
+}
 func (m ortModels) OpenEvaluator(name string) (*fid.Evaluator, error) {
 	return generation.OpenEvaluator(name, onnxrt.SessionOptions{IntraOpThreads: 1})
 }
@@ -121,5 +125,58 @@ func TestFrontierThroughTheAPI(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "frontier.png")); err != nil {
 		t.Error("replot drew no plot")
+	}
+}
+
+// A configuration's precision= runs it on the packs' int8 graphs beside the run's fp32 ones:
+// its images are those of the same configuration in a run made at --precision int8 (the same
+// FID to the last digit), and not the fp32 configuration's.
+func TestConfigPrecision(t *testing.T) {
+	m := newORTModels(t)
+	fast := "target:num_iter=3:steps=1:sampler=distilled"
+	fids := func(s Settings) map[string]float64 {
+		t.Helper()
+		dir := t.TempDir()
+		run, err := Open(m, dir, s, "evaluator", "auto")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Generate(0, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Report("", io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Results []struct {
+				Name string  `json:"name"`
+				FID  float64 `json:"fid"`
+			} `json:"results"`
+		}
+		raw, _ := os.ReadFile(filepath.Join(dir, "report.json"))
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, r := range rep.Results {
+			out[r.Name] = r.FID
+		}
+		return out
+	}
+	s := Settings{N: 20, Seed: 5, Batch: 10, Chunk: 10, CFG: 1, Temperature: 1, Target: "target", Draft: "draft",
+		Configs: []string{fast, fast + ":precision=int8"}}
+	mixed := fids(s)
+	s.Precision, s.Configs = "int8", []string{fast}
+	whole := fids(s)
+	fp32, int8, ref := mixed["target-it3-s1-distilled"], mixed["target-it3-s1-distilled-int8"], whole["target-it3-s1-distilled"]
+	if int8 == 0 || ref == 0 || int8 != ref {
+		t.Errorf("precision=int8 in an fp32 run gave FID %v, the run at --precision int8 %v: want the same images (results %v, %v)", int8, ref, mixed, whole)
+	}
+	if fp32 == int8 {
+		t.Errorf("the fp32 and int8 configurations gave the same FID %v: the int8 one did not run the int8 graphs", fp32)
+	}
+	if _, err := Open(m, t.TempDir(), Settings{N: 20, Seed: 5, Batch: 10, Chunk: 10, CFG: 1, Temperature: 1, Target: "target", Draft: "draft",
+		Configs: []string{fast + ":precision=bf16"}}, "evaluator", "auto"); err == nil || !strings.Contains(err.Error(), `precision "bf16": unknown (allowed: fp32, int8)`) {
+		t.Errorf("precision=bf16: %v", err)
 	}
 }

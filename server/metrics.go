@@ -71,9 +71,9 @@ func (m *metrics) openingMemo(models generation.Models) {
 
 var (
 	memoHitsDesc = prometheus.NewDesc("marspec_opening_memo_hits_total",
-		"Opening rows (no token known yet) served from the pack's opening memo.", []string{"pack"}, nil)
+		"Opening rows (no token known yet) served from the pack's opening memo.", []string{"pack", "precision"}, nil)
 	memoComputedDesc = prometheus.NewDesc("marspec_opening_memo_computed_total",
-		"Opening rows the pack's opening memo computed with the transformer.", []string{"pack"}, nil)
+		"Opening rows the pack's opening memo computed with the transformer.", []string{"pack", "precision"}, nil)
 )
 
 type openingMemoCollector struct{ models generation.OpenModels }
@@ -90,8 +90,9 @@ func (c openingMemoCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		hits, computed := memo.Stats()
-		ch <- prometheus.MustNewConstMetric(memoHitsDesc, prometheus.CounterValue, float64(hits), name)
-		ch <- prometheus.MustNewConstMetric(memoComputedDesc, prometheus.CounterValue, float64(computed), name)
+		pack, precision := generation.SplitModelName(name) // a pack open at two precisions has a memo each
+		ch <- prometheus.MustNewConstMetric(memoHitsDesc, prometheus.CounterValue, float64(hits), pack, precision)
+		ch <- prometheus.MustNewConstMetric(memoComputedDesc, prometheus.CounterValue, float64(computed), pack, precision)
 	}
 }
 

@@ -34,7 +34,7 @@ func TestOpeningMemoMetrics(t *testing.T) {
 	m.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
 	text := string(body)
-	for _, want := range []string{`marspec_opening_memo_hits_total{pack="target"} 1`, `marspec_opening_memo_computed_total{pack="target"} 1`} {
+	for _, want := range []string{`marspec_opening_memo_hits_total{pack="target",precision="fp32"} 1`, `marspec_opening_memo_computed_total{pack="target",precision="fp32"} 1`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %q:\n%s", want, text)
 		}

@@ -23,14 +23,19 @@ func Open(cfg Config, models generation.Models, ui fs.FS, log *slog.Logger) (*Se
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := mar.ParsePrecision(cfg.Precision); err != nil { // before any pack is read
+	precision, err := mar.ParsePrecision(cfg.Precision) // before any pack is read
+	if err != nil {
 		return nil, nil, fmt.Errorf("--precision: %w", err)
 	}
-	cat, err := generation.CatalogFor(models, cfg.Target, cfg.Draft, dev.Provider(), cfg.MaxImages)
+	allowed, err := generation.ParsePrecisions(cfg.Precisions, precision)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--precisions: %w", err)
+	}
+	cat, err := generation.CatalogFor(models, cfg.Target, cfg.Draft, dev.Provider(), precision, cfg.MaxImages)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the model packs: %w", err)
 	}
-	cat.Precision = cfg.Precision // what models opened them at: stamped into plans and images
+	cat.Precisions = allowed
 	st, err := OpenStore(cfg)
 	if err != nil {
 		return nil, nil, err

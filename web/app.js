@@ -51,6 +51,12 @@ async function start() {
     const steps = s === "distilled" && target.distilled_steps ? ` (steps ${target.distilled_steps.join(", ")})` : "";
     $("#f-sampler").appendChild(el("option", { value: s }, s + steps));
   }
+  for (const p of (target && target.precisions) || []) {
+    $("#f-precision").appendChild(el("option", { value: p }, p));
+  }
+  if (app.models.default_precision) {
+    $("#f-precision").querySelector('option[value=""]').textContent = `default (${app.models.default_precision})`;
+  }
   for (const m of app.models.modes || []) {
     $("#f-mode").appendChild(el("option", { value: m }, m));
     $("#g-mode").appendChild(el("option", { value: m }, m));

@@ -96,7 +96,9 @@ func chunkDone(bar *progress.Reporter) func(string, int, float64) {
 // packOpener opens a run's packs and evaluator with the command's runtime flags.
 type packOpener struct{ rt *runtimeFlags }
 
-func (m packOpener) Open(pack string) (*mar.Model, error) { return m.rt.open(pack) }
+func (m packOpener) Open(pack, precision string) (*mar.Model, error) {
+	return m.rt.openAt(pack, precision)
+}
 func (m packOpener) OpenEvaluator(name string) (*fid.Evaluator, error) {
 	return openEvaluator(m.rt, name)
 }

@@ -105,7 +105,7 @@ func runGenerate(args []string) error {
 	}
 	// the packs open before anything is written: a corrupt pack or a missing device leaves
 	// no folder behind
-	gen, err := generation.NewGenerator(plan, &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads, Tuning: g.rt.tuning, Precision: g.rt.precision}, batch)
+	gen, err := generation.NewGenerator(plan, &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads, Tuning: g.rt.tuning}, batch)
 	if err != nil {
 		return err
 	}

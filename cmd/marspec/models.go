@@ -72,5 +72,6 @@ func describePack(name string, p *mar.Pack) {
 	if c := m.Cache; c != nil {
 		fmt.Printf("  cache across AR steps: %s (--cache on, docs/cache.md)\n", c.File)
 	}
+	fmt.Printf("  precisions: %s (--precision, or a request's precision)\n", strings.Join(generation.Catalog{}.PackPrecisions(m), ", "))
 	generation.DescribeSettings(os.Stdout, m)
 }

@@ -79,8 +79,11 @@ func (rt *runtimeFlags) sessionOptions() (onnxrt.SessionOptions, error) {
 }
 
 // open loads a pack (generation.LoadPackAt: embedded name or folder, at --precision) and opens its graphs.
-func (rt *runtimeFlags) open(name string) (*mar.Model, error) {
-	pack, err := generation.LoadPackAt(name, rt.precision)
+func (rt *runtimeFlags) open(name string) (*mar.Model, error) { return rt.openAt(name, rt.precision) }
+
+// openAt is open at precision instead of --precision (a run configuration's precision=).
+func (rt *runtimeFlags) openAt(name, precision string) (*mar.Model, error) {
+	pack, err := generation.LoadPackAt(name, precision)
 	if err != nil {
 		return nil, err
 	}

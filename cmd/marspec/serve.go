@@ -62,5 +62,5 @@ func runServe(args []string) error {
 
 // ortModels opens packs with ONNX Runtime as cfg says.
 func ortModels(cfg server.Config) *generation.ORTModels {
-	return &generation.ORTModels{ORTLib: cfg.ORTLib, Provider: cfg.Device, Threads: cfg.Threads, Tuning: cfg.ORTTuning, Precision: cfg.Precision}
+	return &generation.ORTModels{ORTLib: cfg.ORTLib, Provider: cfg.Device, Threads: cfg.Threads, Tuning: cfg.ORTTuning}
 }
