@@ -195,21 +195,22 @@ func (r *replica) cancelLocal(id string) {
 	}
 }
 
-// retry runs a store read until it succeeds, through store.ErrUnavailable for at most half
-// the lease (an event stream's final read while the database comes back). A run's writes
-// wait longer, as long as the run holds its job (Server.persist).
-func (r *replica) retry(call func() error) error {
-	deadline := time.Now().Add(r.lease / 2)
-	mayWait := func(d time.Duration) bool { return !time.Now().Add(d).After(deadline) && r.ctx.Err() == nil }
-	// done, or an error no wait mends (the claim lost, a bug)
-	return r.s.untilAvailable(call, mayWait, time.Second, "store call failed; retrying")
-}
+// watcherPatience is how long an event stream's last read waits out a shared store's outage.
+// The read holds no claim, so no lease bounds it, and its client waits for exactly this
+// answer: half a short lease (the bound it had) was less than a cut pool's reconnection on a
+// loaded machine, and the stream closed without its "done".
+const watcherPatience = 30 * time.Second
 
-// throughOutage runs a store call; with a shared store it is retried through a short outage
-// (replica.retry), where the single process's own database has no outage to wait out.
-func (s *Server) throughOutage(call func() error) error {
-	if s.rep != nil {
-		return s.rep.retry(call)
+// readForWatcher runs a read for a client that waits on it (an event stream's final state):
+// with a shared store it is retried through an outage up to watcherPatience, or until the
+// client leaves or the server stops.
+func (s *Server) readForWatcher(ctx context.Context, call func() error) error {
+	if s.rep == nil {
+		return call()
 	}
-	return call()
+	deadline := time.Now().Add(watcherPatience)
+	mayWait := func(d time.Duration) bool {
+		return !time.Now().Add(d).After(deadline) && ctx.Err() == nil && s.rep.ctx.Err() == nil
+	}
+	return s.untilAvailable(call, mayWait, time.Second, "reading a job's final state for its event stream failed; retrying")
 }

@@ -73,7 +73,7 @@ func (s *Server) events(c *gin.Context) {
 			// rides it out, so the stream ends with "done" rather than closing like a shutdown
 			var final api.Generation
 			gone := false
-			err := s.throughOutage(func() (err error) {
+			err := s.readForWatcher(c.Request.Context(), func() (err error) {
 				final, err = s.view(id)
 				if errors.Is(err, store.ErrNotFound) { // deleted: waiting will not bring it back
 					gone, err = true, nil
