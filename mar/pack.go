@@ -342,7 +342,11 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 	}
-	model := &Model{Manifest: p.Manifest, Transformer: NewOpeningMemo(tr, OpeningMemoBytes), Head: head, Tokenizer: tok}
+	memo := NewOpeningMemo(tr, OpeningMemoBytes)
+	if p.Precision != FP32 { // one activation scale per call: a row's result depends on its neighbours
+		memo = NewOpeningMemoApart(tr, OpeningMemoBytes)
+	}
+	model := &Model{Manifest: p.Manifest, Transformer: memo, Head: head, Tokenizer: tok}
 	if p.Manifest.EarlyExit != nil {
 		exit, err := NewONNXEarlyExit(p.ExitDraft, p.ExitRest, p.Manifest, opt, p.Source)
 		if err != nil {

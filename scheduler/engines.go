@@ -28,7 +28,13 @@ type engine interface {
 // each image brings its own seed (arsampler.Job.Seed), so spec jobs group by the configuration
 // without the seed; seed 0 means "the engine's seed" there, so such jobs get an engine whose
 // seed is 0. Auto gamma adapts to the batch it runs in, so such a job gets its own engine.
+// So does a job at reduced precision: int8 graphs quantise activations with one scale per
+// call, so an image depends on the images beside it, and only a batch of its own job's images
+// (the same for the same request) keeps the same request giving the same images.
 func groupKey(id string, p *generation.Plan) string {
+	if p.Precision != "" && p.Precision != mar.FP32 {
+		return "own/" + generation.ModelName(p.Pack, p.Precision) + "/" + id
+	}
 	if p.Spec == nil {
 		return "stepper/" + generation.ModelName(p.Pack, p.Precision)
 	}

@@ -329,6 +329,10 @@ func TestGroupKeys(t *testing.T) {
 		if groupKey("a", &p) == groupKey("b", &q) {
 			t.Errorf("mode %s: fp32 and int8 jobs share an engine", r.Mode)
 		}
+		// an int8 image depends on its batch-mates: only its own job's
+		if groupKey("a", &q) == groupKey("b", &q) {
+			t.Errorf("mode %s: two int8 jobs share an engine", r.Mode)
+		}
 	}
 }
 

@@ -24,6 +24,11 @@ type PairedRow struct {
 	SpeedRuns   int     `json:"speed_runs"`
 	Pareto      bool    `json:"pareto"`
 	WithinNoise bool    `json:"within_noise"`
+	// VsFP32 is a reduced-precision row's mean FID minus its fp32 twin's (the same
+	// configuration without precision=, same seeds); WorseThanFP32 marks a difference the
+	// seeds show is real, which keeps the row off the frontier (precision_twins.go).
+	VsFP32        *float64 `json:"vs_fp32,omitempty"`
+	WorseThanFP32 bool     `json:"worse_than_fp32,omitempty"`
 }
 
 // PairedReport is the frontier over several runs at different seeds of one setting.
@@ -154,6 +159,7 @@ func Paired(dirs, speedDirs []string, reference string) (*PairedReport, error) {
 			p.WithinNoise = m <= rep.Noise
 		}
 	}
+	compareTwins(rep)
 	markPaired(rep)
 	return rep, nil
 }
@@ -177,7 +183,9 @@ func sameSetting(a, b FrontierSettings) bool {
 }
 
 // comparablePaired reports whether a row has what dominance needs: a speed and a mean.
-func comparablePaired(p PairedRow) bool { return p.MeanPaired != nil && p.SpeedRuns > 0 }
+func comparablePaired(p PairedRow) bool {
+	return p.MeanPaired != nil && p.SpeedRuns > 0 && !p.WorseThanFP32
+}
 
 // dominatedAmong reports whether a row of rows that in() admits dominates a (the frontier's
 // rule: at least as fast, and no worse than a's mean paired FID plus the noise floor).
@@ -259,6 +267,7 @@ func (rep *PairedReport) Markdown(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, " %s | %s | %s |\n", mean, pareto, noise)
 	}
+	b.WriteString(twinNote(rep))
 	if rep.Best != "" {
 		fmt.Fprintf(&b, "\nFastest Pareto point with mean paired FID within the noise floor: `%s`\n", rep.Best)
 	}

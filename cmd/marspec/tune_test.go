@@ -23,8 +23,8 @@ func TestTuneRegeneratesTheEmbeddedPresets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pack, "manifest.json"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runs := "docs/frontier/head36/cfg1-seed1,docs/frontier/head36/cfg1-seed2,docs/frontier/head36/cfg1-seed3"
-	speed := "docs/frontier/head36/speed-cfg1,docs/frontier/head36/speed640-cfg1"
+	runs := "docs/frontier/precision38/cfg1-seed1,docs/frontier/precision38/cfg1-seed2,docs/frontier/precision38/cfg1-seed3"
+	speed := "docs/frontier/precision38/speed-cfg1"
 	if err := runTune([]string{"--pack", pack, "--runs", runs, "--speed", speed}); err != nil {
 		t.Fatal(err)
 	}
