@@ -31,6 +31,7 @@ type Mix struct {
 	MinImages, MaxImages int
 	Seed                 uint64
 	Mode, Preset         string
+	Precision            string // the requests' precision ("": the service's, its preset's or default)
 	NumIter              *int
 	// GiveUp is how long a request may find no replica to take it, or its job unreadable
 	// after its stream was cut (0: two minutes).
@@ -151,7 +152,8 @@ func drive(cs replicas, f Mix, res Result) (Result, error) {
 	for i := range mix {
 		n := f.MinImages + rng.IntN(f.MaxImages-f.MinImages+1)
 		seed := f.Seed*1_000_003 + uint64(i)
-		r := api.GenerateRequest{Class: api.Classes{strconv.Itoa(rng.IntN(classes))}, N: n, Seed: &seed, Mode: f.Mode, Preset: f.Preset}
+		r := api.GenerateRequest{Class: api.Classes{strconv.Itoa(rng.IntN(classes))}, N: n, Seed: &seed, Mode: f.Mode, Preset: f.Preset,
+			Precision: f.Precision}
 		r.NumIter = f.NumIter
 		mix[i].req = r
 	}

@@ -14,7 +14,7 @@ import (
 // Request is what every request of the mix carries (only what the flags set, so the rest is
 // the service's default).
 func (m Mix) Request() generation.Request {
-	return generation.Request{GenerateRequest: api.GenerateRequest{Mode: m.Mode, Preset: m.Preset, NumIter: m.NumIter}}
+	return generation.Request{GenerateRequest: api.GenerateRequest{Mode: m.Mode, Preset: m.Preset, NumIter: m.NumIter, Precision: m.Precision}}
 }
 
 // Describe says what the mix's requests run, for a report's header, given the mode and preset
@@ -29,6 +29,9 @@ func (m Mix) Describe(mode, preset string) string {
 	}
 	if m.NumIter != nil {
 		s += fmt.Sprintf(", num_iter %d", *m.NumIter)
+	}
+	if m.Precision != "" {
+		s += ", precision " + m.Precision
 	}
 	return s
 }

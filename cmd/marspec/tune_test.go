@@ -24,7 +24,7 @@ func TestTuneRegeneratesTheEmbeddedPresets(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := "docs/frontier/precision38/cfg1-seed1,docs/frontier/precision38/cfg1-seed2,docs/frontier/precision38/cfg1-seed3"
-	speed := "docs/frontier/precision38/speed-cfg1"
+	speed := "docs/frontier/precision38/speed-cfg1,docs/frontier/precision38/speed2-cfg1"
 	if err := runTune([]string{"--pack", pack, "--runs", runs, "--speed", speed}); err != nil {
 		t.Fatal(err)
 	}
