@@ -7,17 +7,16 @@
 #   fid:   N images per configuration, seeds 1, 2 and 3, two lanes (one per core); seeds 1 and 3
 #          hold the target and its second sample (seed 2's reference and the noise floor);
 #          nice 19, one ONNX thread per process;
-#   speed: on the machine left quiet, N_SPEED images per configuration, seed 7, every
-#          configuration in one process, one ONNX thread (fp32 and int8 side by side);
+#   speed: on the machine left quiet, two runs one after the other, N_SPEED images per
+#          configuration, seed 7, every configuration in one process, one ONNX thread (fp32 and
+#          int8 side by side);
 #   report: the paired table; `marspec tune` reads the same runs.
 # usage: make build && bash scripts/bench/frontier_precision.sh [fid|speed|report|all] [N=2000] [OUT=runs/frontier-precision] [N_SPEED=640]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 what="${1:-all}"; n="${2:-2000}"; out="${3:-runs/frontier-precision}"; n_speed="${4:-640}"
 bin="${MARSPEC:-./bin/marspec}"
-fast=target:num_iter=3:steps=1:sampler=distilled:temperature=0.85
-balanced=target:num_iter=3:steps=10:sampler=ddim:eta=1:temperature=0.9
-quality=target:num_iter=4:steps=25:sampler=ddim:eta=1:temperature=0.9
+. scripts/bench/presets36.sh # fast, balanced, quality
 configs="$fast,$balanced,$quality,$fast:precision=int8,$balanced:precision=int8,$quality:precision=int8"
 mkdir -p "$out"
 fid_run() { # seed
@@ -32,10 +31,12 @@ if [ "$what" = fid ] || [ "$what" = all ]; then
   wait $lane_a $lane_b
 fi
 if [ "$what" = speed ] || [ "$what" = all ]; then
-  "$bin" frontier --out "$out/speed-cfg1" --n "$n_speed" --cfg 1 --seed 7 --threads 1 --quiet \
-    --reference-config target --configs "$configs,target" >"$out/speed-cfg1.log" 2>&1
+  for run in speed-cfg1 speed2-cfg1; do # two quiet runs, one after the other; the report averages them
+    "$bin" frontier --out "$out/$run" --n "$n_speed" --cfg 1 --seed 7 --threads 1 --quiet \
+      --reference-config target --configs "$configs,target" >"$out/$run.log" 2>&1
+  done
 fi
 if [ "$what" = report ] || [ "$what" = all ]; then
-  "$bin" frontier --paired "$out/cfg1-seed1,$out/cfg1-seed2,$out/cfg1-seed3" --paired-speed "$out/speed-cfg1" \
+  "$bin" frontier --paired "$out/cfg1-seed1,$out/cfg1-seed2,$out/cfg1-seed3" --paired-speed "$out/speed-cfg1,$out/speed2-cfg1" \
     --reference-config target --paired-plot "$out/paired-cfg1.png" | tee "$out/paired-cfg1.md"
 fi

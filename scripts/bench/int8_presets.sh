@@ -12,9 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 what="${1:-all}"; n="${2:-2000}"; out="${3:-runs/int8-presets}"; n_speed="${4:-320}"
 bin="${MARSPEC:-./bin/marspec}"
-fast=target:num_iter=3:steps=1:sampler=distilled:temperature=0.85
-balanced=target:num_iter=3:steps=10:sampler=ddim:eta=1:temperature=0.9
-quality=target:num_iter=4:steps=25:sampler=ddim:eta=1:temperature=0.9
+. scripts/bench/presets36.sh # fast, balanced, quality
 configs="$fast,$balanced,$quality"
 mkdir -p "$out"
 fid_run() { # seed
