@@ -21,7 +21,6 @@ import (
 // CLI's runtime flags (device, threads, library) stand behind it.
 type Models interface {
 	Open(pack, precision string) (*mar.Model, error) // precision: mar.FP32 or mar.Int8
-
 	OpenEvaluator(name string) (*fid.Evaluator, error)
 	Provider() string // cpu or cuda[:N]: resolves the prefix-round schedule "auto"
 }
