@@ -109,7 +109,7 @@ func (s *Scheduler) submit(job Job, bounded bool) error {
 		return ErrClosed
 	case s.jobs[job.ID] != nil:
 		return ErrDuplicate
-	case bounded && len(s.jobs) >= s.cfg.QueueSize:
+	case bounded && s.unfinished() >= s.cfg.QueueSize:
 		return ErrQueueFull
 	}
 	r := &running{job: job, group: groupKey(job.ID, &job.Plan)}
@@ -182,7 +182,20 @@ func (s *Scheduler) Cancel(id string) bool {
 func (s *Scheduler) Depth() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.jobs)
+	return s.unfinished()
+}
+
+// unfinished counts the jobs not ending (s.mu held). An ending job stays in s.jobs until its
+// Finished returns, but its end is already written, and whoever waited on it may be answered:
+// a client that posts again at once must find its slot free.
+func (s *Scheduler) unfinished() int {
+	n := 0
+	for _, r := range s.jobs {
+		if !r.ending {
+			n++
+		}
+	}
+	return n
 }
 
 // Backlog is the number of images of accepted jobs not yet finished: a replica that claims
