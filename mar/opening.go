@@ -45,14 +45,6 @@ type openingKey struct {
 	dropped bool
 }
 
-// NewOpeningMemoApart is NewOpeningMemo for a transformer whose rows depend on their batch
-// (see OpeningMemo.apart).
-func NewOpeningMemoApart(t Transformer, maxBytes int) *OpeningMemo {
-	o := NewOpeningMemo(t, maxBytes)
-	o.apart = true
-	return o
-}
-
 // NewOpeningMemo wraps t, keeping at most maxBytes of openings (at least one), least recently
 // used first out.
 func NewOpeningMemo(t Transformer, maxBytes int) *OpeningMemo {

@@ -164,9 +164,7 @@ func TestOpeningMemoApart(t *testing.T) {
 	for _, apart := range []bool{true, false} {
 		inner := &batchSensitive{countingTransformer{L: 4, D: 2, W: 3}}
 		memo := NewOpeningMemo(inner, 1<<20)
-		if apart {
-			memo = NewOpeningMemoApart(inner, 1<<20)
-		}
+		memo.apart = apart
 		var outs [2][]float32
 		var batches [2][]int
 		for call := range 2 {

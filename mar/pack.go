@@ -343,9 +343,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		}
 	}
 	memo := NewOpeningMemo(tr, OpeningMemoBytes)
-	if p.Precision != FP32 { // one activation scale per call: a row's result depends on its neighbours
-		memo = NewOpeningMemoApart(tr, OpeningMemoBytes)
-	}
+	memo.apart = p.Precision != FP32 // one activation scale per call: a row's result depends on its neighbours
 	model := &Model{Manifest: p.Manifest, Transformer: memo, Head: head, Tokenizer: tok}
 	if p.Manifest.EarlyExit != nil {
 		exit, err := NewONNXEarlyExit(p.ExitDraft, p.ExitRest, p.Manifest, opt, p.Source)

@@ -36,12 +36,12 @@ func groupKey(id string, p *generation.Plan) string {
 		return "own/" + generation.ModelName(p.Pack, p.Precision) + "/" + id
 	}
 	if p.Spec == nil {
-		return "stepper/" + generation.ModelName(p.Pack, p.Precision)
+		return "stepper/" + p.Pack
 	}
 	cfg := *p.Spec
 	seed := cfg.Sampling.Seed
 	cfg.Sampling.Seed = 0
-	key := fmt.Sprintf("spec/%s/%s/%+v", generation.ModelName(p.Pack, p.Precision), p.DraftPack, cfg)
+	key := fmt.Sprintf("spec/%s/%s/%+v", p.Pack, p.DraftPack, cfg)
 	if seed == 0 {
 		key += "/seed0"
 	}

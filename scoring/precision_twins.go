@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
@@ -58,19 +59,15 @@ func compareTwins(rep *PairedReport) {
 // alpha by Student's t over len(d)-1 degrees of freedom (identical differences above 0 count
 // as worse).
 func pairedWorse(d []float64, alpha float64) (float64, bool) {
-	n := float64(len(d))
-	mean := 0.0
-	for _, x := range d {
-		mean += x / n
+	if len(d) < 2 {
+		return stat.Mean(d, nil), false
 	}
-	if mean <= 0 || len(d) < 2 {
+	mean, sd := stat.MeanStdDev(d, nil)
+	if mean <= 0 {
 		return mean, false
 	}
-	ss := 0.0
-	for _, x := range d {
-		ss += (x - mean) * (x - mean)
-	}
-	se := math.Sqrt(ss / (n - 1) / n)
+	n := float64(len(d))
+	se := sd / math.Sqrt(n)
 	if se == 0 {
 		return mean, true
 	}

@@ -21,9 +21,7 @@ import glob, json, sys
 rows = {}
 for f in sorted(glob.glob(sys.argv[1] + "/pass*.json")):
     p = f.rsplit("-", 1)[1][:-5]
-    r = json.load(open(f))
-    r = r["results"][0] if isinstance(r, dict) and "results" in r else (r[0] if isinstance(r, list) else r)
-    rows.setdefault(p, []).append(r)
+    rows.setdefault(p, []).append(json.load(open(f))[0])  # loadtest --json: one result per pass
 mean = lambda p, k: sum(r[k] for r in rows[p]) / len(rows[p])
 print("| precision | images/s (two passes) | p50 / p95 latency, s | mean batch (images) |")
 print("|---|---|---|---|")
