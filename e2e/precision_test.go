@@ -73,11 +73,10 @@ func meanAbsDiff(t *testing.T, a, b []byte) float64 {
 // A request chooses its precision on the real embedded packs: fp32 and int8 jobs posted
 // together run on their own graphs (an int8 job made beside others gives the same PNG as made
 // alone, and not the fp32 job's), say so in their settings, and the models list names the
-// precisions; a precision the server does not serve is a 400 naming the field. int8 rows
-// depend on their batch (one activation scale per call), so the same int8 request gives the
-// same bytes only because an int8 job runs in an engine of its own and the opening memo
-// computes openings alone: checked against a fresh server whose memo first saw the classes in
-// another batch.
+// precisions; a precision the server does not serve is a 400 naming the field. int8 jobs merge
+// into one batch like fp32 ones, so the same int8 request gives the same bytes only because
+// int8 rows are independent of their batch-mates (activations quantised per row): checked
+// against a fresh server whose opening memo first saw the classes in another batch.
 func TestRequestPrecision(t *testing.T) {
 	ts := startServer(t, nil)
 	base := ts.URL

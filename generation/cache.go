@@ -24,8 +24,9 @@ func cacheSettings(req *api.CacheRequest, mode, pack, precision string, man *mar
 	case man.Cache == nil:
 		return c, fieldErr("cache", "{...}", "omit it, or a pack with a cached transformer (scripts/packs/cached_transformer.py --pack DIR)",
 			"pack "+pack+" has no transformer_cached.onnx")
-	case precision != "" && precision != mar.FP32:
-		return c, fieldErr("cache", "{...}", "omit it, or precision "+mar.FP32, "the cached transformer has no "+precision+" variant")
+	case !man.HasCachedAt(precision):
+		return c, fieldErr("cache", "{...}", "omit it, precision "+mar.FP32+", or a pack whose "+precision+" graphs include the cached transformer ("+mar.QuantizeHint+")",
+			"pack "+pack+" has no "+precision+" variant of its cached transformer")
 	}
 	L := man.SeqLen()
 	c = mar.CacheSettings{On: true, FullSteps: mar.DefaultCacheFullSteps, RefreshEvery: mar.DefaultCacheRefreshEvery,

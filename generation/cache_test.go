@@ -45,6 +45,22 @@ func TestCacheRequest(t *testing.T) {
 	if want := (mar.CacheSettings{On: true, FullSteps: 2, RefreshEvery: 3, Recompute: 4}); err != nil || p.Options.Cache != want {
 		t.Fatalf("knobs: %+v, %v; want %+v", p.Options.Cache, err, want)
 	}
+	// at int8 the cached graph must have its int8 variant (quantize_pack.py adds it)
+	cat.Target, cat.Precision = withInt8(&man), mar.Int8
+	_, err = Validate(req(&api.CacheRequest{}, ModeTarget), cat)
+	if Field(err) != "cache" || !strings.Contains(err.Error(), "pack target has no int8 variant of its cached transformer") ||
+		!strings.Contains(err.Error(), "quantize_pack.py") {
+		t.Fatalf("int8 without the cached graph's variant: %v", err)
+	}
+	int8Man := *cat.Target
+	spec := int8Man.Precisions[mar.Int8]
+	spec.Cached = "transformer_cached.int8.onnx"
+	int8Man.Precisions = map[string]mar.PrecisionSpec{mar.Int8: spec}
+	cat.Target = &int8Man
+	if p, err = Validate(req(&api.CacheRequest{}, ModeTarget), cat); err != nil || !p.Options.Cache.On || p.Precision != mar.Int8 {
+		t.Fatalf("int8 with the cached graph's variant: %+v at %q, %v; want the cache on at int8", p.Options.Cache, p.Precision, err)
+	}
+	cat.Target, cat.Precision = &man, ""
 	for _, c := range []struct {
 		field string
 		cache api.CacheRequest

@@ -24,11 +24,6 @@ type OpeningMemo struct {
 	memo     *lru.Cache[openingKey, []float32]
 	hits     int
 	computed int
-	// apart is set for graphs whose rows depend on the rows beside them (int8: activations are
-	// quantised with one scale per call): each opening is computed in a call of its own and
-	// openings never join other rows' calls, so neither a remembered opening nor the rows
-	// around it depend on what the memo had seen before.
-	apart bool
 
 	// reused between calls: the rows a call still has to run, gathered; its openings; the
 	// openings to compute (key -> the row that computes it) and those served from memory
@@ -94,9 +89,7 @@ func (o *OpeningMemo) Forward(tokens, mask []float32, classIDs []int64, dropClas
 		}
 		if _, ok := pending[k]; !ok {
 			pending[k] = r
-			if !o.apart {
-				o.rows = append(o.rows, r)
-			}
+			o.rows = append(o.rows, r)
 		}
 	}
 	if len(o.openings) == 0 {
@@ -110,14 +103,6 @@ func (o *OpeningMemo) Forward(tokens, mask []float32, classIDs []int64, dropClas
 	case len(o.rows) > 0:
 		if err := o.forwardRows(tokens, mask, classIDs, dropClass, z, L, D, W); err != nil {
 			return err
-		}
-	}
-	if o.apart { // each new opening in a call of its own (o.rows is not read again)
-		for _, r := range pending {
-			o.rows = append(o.rows[:0], r)
-			if err := o.forwardRows(tokens, mask, classIDs, dropClass, z, L, D, W); err != nil {
-				return err
-			}
 		}
 	}
 	for k, r := range pending {

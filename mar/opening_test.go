@@ -2,7 +2,6 @@ package mar
 
 import (
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"marspec/onnxrt"
@@ -135,52 +134,5 @@ func TestOpeningMemoMatchesTheGraph(t *testing.T) {
 	}
 	if hits, computed := memo.Stats(); computed != 4 || hits != 6 {
 		t.Errorf("openings: %d served, %d computed; want 6 (a repeat, then all five) and 4", hits, computed)
-	}
-}
-
-// batchSensitive is a countingTransformer whose rows also depend on the size of the call they
-// are in, as an int8 graph's do (one activation scale per call).
-type batchSensitive struct{ countingTransformer }
-
-func (b *batchSensitive) Forward(tokens, mask []float32, class []int64, drop []float32, batch int, z []float32) error {
-	if err := b.countingTransformer.Forward(tokens, mask, class, drop, batch, z); err != nil {
-		return err
-	}
-	for i := range z[:batch*b.L*b.W] {
-		z[i] += 1000 * float32(batch)
-	}
-	return nil
-}
-
-// Kept apart, the memo gives every row the same output whether it has seen the call's
-// openings or not: each opening runs in a call of its own and the other rows never share a
-// call with one. Without it the first call's answers depend on what the memo held.
-func TestOpeningMemoApart(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	classes := []int64{3, 3, 5, 3, 7}
-	drop := []float32{0, 0, 0, 1, 0}
-	known := []int{0, 0, 0, 0, 2}
-	tokens, mask := openingBatch(4, 2, classes, drop, known, rng)
-	for _, apart := range []bool{true, false} {
-		inner := &batchSensitive{countingTransformer{L: 4, D: 2, W: 3}}
-		memo := NewOpeningMemo(inner, 1<<20)
-		memo.apart = apart
-		var outs [2][]float32
-		var batches [2][]int
-		for call := range 2 {
-			inner.batches = nil
-			outs[call] = make([]float32, len(classes)*4*3)
-			if err := memo.Forward(tokens, mask, classes, drop, len(classes), outs[call]); err != nil {
-				t.Fatal(err)
-			}
-			batches[call] = inner.batches
-		}
-		same := slices.Equal(outs[0], outs[1])
-		if apart && (!same || !slices.Equal(batches[0], []int{1, 1, 1, 1}) || !slices.Equal(batches[1], []int{1})) {
-			t.Errorf("apart: outputs the same in both calls %v; batches %v then %v, want [1 1 1 1] then [1]", same, batches[0], batches[1])
-		}
-		if !apart && same {
-			t.Errorf("not apart: a batch-sensitive transformer gave the same outputs with a cold and a warm memo: the test shows nothing")
-		}
 	}
 }

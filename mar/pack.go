@@ -265,8 +265,8 @@ func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 			return nil, err
 		}
 	}
-	if c := m.Cache; c != nil && precision == FP32 { // the cached graph is fp32 only
-		if p.Cached, err = read(c.File); err != nil {
+	if files.cached != "" {
+		if p.Cached, err = read(files.cached); err != nil {
 			return nil, err
 		}
 	}
@@ -292,9 +292,9 @@ func LoadPackDirAt(dir, precision string) (*Pack, error) {
 	if _, err := os.Stat(filepath.Join(dir, externalTransformerData)); err == nil && p.Precision == FP32 {
 		p.Transformer, p.TransformerFile = nil, filepath.Join(dir, "transformer.onnx")
 	}
-	if c := p.Manifest.Cache; c != nil && p.Cached != nil {
-		if _, err := os.Stat(filepath.Join(dir, c.File+".data")); err == nil {
-			p.Cached, p.CachedFile = nil, filepath.Join(dir, c.File)
+	if f := p.files.cached; f != "" {
+		if _, err := os.Stat(filepath.Join(dir, f+".data")); err == nil {
+			p.Cached, p.CachedFile = nil, filepath.Join(dir, f)
 		}
 	}
 	return p, nil
@@ -342,9 +342,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 	}
-	memo := NewOpeningMemo(tr, OpeningMemoBytes)
-	memo.apart = p.Precision != FP32 // one activation scale per call: a row's result depends on its neighbours
-	model := &Model{Manifest: p.Manifest, Transformer: memo, Head: head, Tokenizer: tok}
+	model := &Model{Manifest: p.Manifest, Transformer: NewOpeningMemo(tr, OpeningMemoBytes), Head: head, Tokenizer: tok}
 	if p.Manifest.EarlyExit != nil {
 		exit, err := NewONNXEarlyExit(p.ExitDraft, p.ExitRest, p.Manifest, opt, p.Source)
 		if err != nil {
@@ -367,7 +365,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		model.Distilled = dh
 	}
 	if p.Cached != nil || p.CachedFile != "" {
-		ct, err := newCachedTransformer(p.Cached, p.CachedFile, p.Manifest, opt, p.Source+"/"+p.Manifest.Cache.File)
+		ct, err := newCachedTransformer(p.Cached, p.CachedFile, p.Manifest, opt, p.Source+"/"+p.files.cached)
 		if err != nil {
 			closeModel(model)
 			return nil, err

@@ -23,9 +23,12 @@ const QuantizeHint = "/usr/bin/python3 scripts/packs/quantize_pack.py PACK adds 
 // PrecisionSpec names the graphs of one reduced precision in the pack folder (the manifest's
 // precisions entry). Quantization is the script's free-form record of what it did.
 type PrecisionSpec struct {
-	Transformer  string          `json:"transformer"`
-	Head         string          `json:"head"`
-	HeadLoop     string          `json:"head_loop,omitempty"`
+	Transformer string `json:"transformer"`
+	Head        string `json:"head"`
+	HeadLoop    string `json:"head_loop,omitempty"`
+	// Cached is the cached transformer at this precision (the manifest's cache graph, scripts/
+	// packs/cached_transformer.py); "" in a pack quantised before the cached graph was.
+	Cached       string          `json:"transformer_cached,omitempty"`
 	Quantization json.RawMessage `json:"quantization,omitempty"`
 }
 
@@ -40,9 +43,10 @@ func ParsePrecision(s string) (string, error) {
 	return "", fmt.Errorf("precision %q unknown (allowed: %s)", s, PrecisionNames())
 }
 
-// graphFiles are the transformer, head and fused-head files a precision opens; headLoop is ""
-// when the pack has no fused head.
-type graphFiles struct{ transformer, head, headLoop string }
+// graphFiles are the transformer, head, fused-head and cached-transformer files a precision
+// opens; headLoop is "" when the pack has no fused head, cached when it has no cached graph at
+// this precision.
+type graphFiles struct{ transformer, head, headLoop, cached string }
 
 // graphFiles resolves the files of precision (ParsePrecision's names) in this pack; a pack
 // without that precision's graphs is an error naming the pack and how to add them.
@@ -56,13 +60,22 @@ func (m *Manifest) graphFiles(precision string) (graphFiles, error) {
 		if m.HeadLoop != nil {
 			f.headLoop = m.HeadLoop.File
 		}
+		if m.Cache != nil {
+			f.cached = m.Cache.File
+		}
 		return f, nil
 	}
 	spec, ok := m.Precisions[precision]
 	if !ok {
 		return graphFiles{}, fmt.Errorf("model pack %s has no %s graphs (%s)", m.Name, precision, QuantizeHint)
 	}
-	return graphFiles{transformer: spec.Transformer, head: spec.Head, headLoop: spec.HeadLoop}, nil
+	return graphFiles{transformer: spec.Transformer, head: spec.Head, headLoop: spec.HeadLoop, cached: spec.Cached}, nil
+}
+
+// HasCachedAt reports whether the pack has a cached transformer at precision.
+func (m *Manifest) HasCachedAt(precision string) bool {
+	f, err := m.graphFiles(precision)
+	return err == nil && f.cached != ""
 }
 
 // HasPrecision reports whether the pack can run at precision (ParsePrecision's names).
@@ -88,6 +101,8 @@ func (m *Manifest) validatePrecisions() error {
 			return fmt.Errorf("precisions %s: transformer %q and head %q must be file names in the pack folder ending in .onnx", name, spec.Transformer, spec.Head)
 		case spec.HeadLoop != "" && !isPackFileName(spec.HeadLoop):
 			return fmt.Errorf("precisions %s: head_loop %q must be a file name in the pack folder ending in .onnx", name, spec.HeadLoop)
+		case spec.Cached != "" && (m.Cache == nil || !isPackFileName(spec.Cached)):
+			return fmt.Errorf("precisions %s: transformer_cached %q needs the pack's cache graph and must be a file name in the pack folder ending in .onnx", name, spec.Cached)
 		case (m.HeadLoop != nil) != (spec.HeadLoop != ""):
 			return fmt.Errorf("precisions %s: head_loop must be given exactly when the pack has a fused head (%s again writes it)", name,
 				strings.TrimSuffix(QuantizeHint, " adds them"))

@@ -9,7 +9,7 @@ import (
 
 func int8Entry() map[string]any {
 	return map[string]any{"transformer": "transformer.int8.onnx", "head": "head.int8.onnx", "head_loop": "head_loop.int8.onnx",
-		"quantization": map[string]any{"scheme": "free-form"}}
+		"transformer_cached": "transformer_cached.int8.onnx", "quantization": map[string]any{"scheme": "free-form"}}
 }
 
 // The precisions entry names known precisions and files in the folder, and a fused head
@@ -34,6 +34,10 @@ func TestPrecisionsEntry(t *testing.T) {
 		}, `head "../head.int8.onnx"`},
 		{"no transformer", func(e map[string]any) map[string]any { delete(e, "transformer"); return map[string]any{"int8": e} }, `transformer ""`},
 		{"no fused head", func(e map[string]any) map[string]any { delete(e, "head_loop"); return map[string]any{"int8": e} }, "head_loop must be given exactly when"},
+		{"cached path", func(e map[string]any) map[string]any {
+			e["transformer_cached"] = "/tmp/c.onnx"
+			return map[string]any{"int8": e}
+		}, `transformer_cached "/tmp/c.onnx"`},
 		{"unknown field", func(e map[string]any) map[string]any { e["decoder"] = "d.onnx"; return map[string]any{"int8": e} }, `unknown field "decoder"`},
 	} {
 		m["precisions"] = c.edit(int8Entry())
@@ -50,17 +54,18 @@ func TestLoadPackAtPrecision(t *testing.T) {
 	delete(plain, "precisions") // the committed pack has int8 graphs; this one starts without
 	manifest, _ := json.Marshal(plain)
 	fsys := fstest.MapFS{
-		"p/manifest.json":           {Data: manifest},
-		"p/transformer.onnx":        {Data: []byte("T")},
-		"p/head.onnx":               {Data: []byte("H")},
-		"p/head_loop.onnx":          {Data: []byte("F")},
-		"p/exit_draft.onnx":         {Data: []byte("XD")},
-		"p/exit_rest.onnx":          {Data: []byte("XR")},
-		"p/transformer.int8.onnx":   {Data: []byte("T8")},
-		"p/head.int8.onnx":          {Data: []byte("H8")},
-		"p/head_loop.int8.onnx":     {Data: []byte("F8")},
-		"p/distilled_head.onnx":     {Data: []byte("DH")}, // the committed manifest names the distilled head too
-		"p/transformer_cached.onnx": {Data: []byte("TC")}, // and the cached transformer (read at fp32 only)
+		"p/manifest.json":                {Data: manifest},
+		"p/transformer.onnx":             {Data: []byte("T")},
+		"p/head.onnx":                    {Data: []byte("H")},
+		"p/head_loop.onnx":               {Data: []byte("F")},
+		"p/exit_draft.onnx":              {Data: []byte("XD")},
+		"p/exit_rest.onnx":               {Data: []byte("XR")},
+		"p/transformer.int8.onnx":        {Data: []byte("T8")},
+		"p/head.int8.onnx":               {Data: []byte("H8")},
+		"p/head_loop.int8.onnx":          {Data: []byte("F8")},
+		"p/distilled_head.onnx":          {Data: []byte("DH")}, // the committed manifest names the distilled head too
+		"p/transformer_cached.onnx":      {Data: []byte("TC")}, // and the cached transformer
+		"p/transformer_cached.int8.onnx": {Data: []byte("TC8")},
 	}
 	if _, err := LoadPackFSAt(fsys, "p", "embedded/p", Int8); err == nil ||
 		!strings.Contains(err.Error(), "embedded/p: model pack fmnist-target has no int8 graphs") || !strings.Contains(err.Error(), "quantize_pack.py") {
@@ -73,15 +78,27 @@ func TestLoadPackAtPrecision(t *testing.T) {
 	m["precisions"] = map[string]any{"int8": int8Entry()}
 	data, _ := json.Marshal(m)
 	fsys["p/manifest.json"] = &fstest.MapFile{Data: data}
-	for _, c := range []struct{ precision, t, h, f string }{{"", "T", "H", "F"}, {FP32, "T", "H", "F"}, {Int8, "T8", "H8", "F8"}} {
+	for _, c := range []struct{ precision, t, h, f, c string }{{"", "T", "H", "F", "TC"}, {FP32, "T", "H", "F", "TC"}, {Int8, "T8", "H8", "F8", "TC8"}} {
 		p, err := LoadPackFSAt(fsys, "p", "embedded/p", c.precision)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(p.Transformer) != c.t || string(p.Head) != c.h || string(p.HeadLoop) != c.f || string(p.ExitDraft) != "XD" {
-			t.Errorf("precision %q read %s/%s/%s/%s", c.precision, p.Transformer, p.Head, p.HeadLoop, p.ExitDraft)
+		if string(p.Transformer) != c.t || string(p.Head) != c.h || string(p.HeadLoop) != c.f || string(p.ExitDraft) != "XD" || string(p.Cached) != c.c {
+			t.Errorf("precision %q read %s/%s/%s/%s/%s", c.precision, p.Transformer, p.Head, p.HeadLoop, p.ExitDraft, p.Cached)
 		}
 	}
+	// an int8 entry made before the cached graph was quantised: no cached graph at int8
+	old := int8Entry()
+	delete(old, "transformer_cached")
+	m["precisions"] = map[string]any{"int8": old}
+	data, _ = json.Marshal(m)
+	fsys["p/manifest.json"] = &fstest.MapFile{Data: data}
+	if p, err := LoadPackFSAt(fsys, "p", "embedded/p", Int8); err != nil || p.Cached != nil || p.Manifest.HasCachedAt(Int8) || !p.Manifest.HasCachedAt(FP32) {
+		t.Fatalf("int8 entry without a cached graph: %v, cached %q", err, p.Cached)
+	}
+	m["precisions"] = map[string]any{"int8": int8Entry()}
+	data, _ = json.Marshal(m)
+	fsys["p/manifest.json"] = &fstest.MapFile{Data: data}
 	delete(fsys, "p/head.int8.onnx")
 	if _, err := LoadPackFSAt(fsys, "p", "embedded/p", Int8); err == nil || !strings.Contains(err.Error(), "cannot read head.int8.onnx") {
 		t.Fatalf("missing head.int8.onnx: %v", err)

@@ -23,25 +23,23 @@ type engine interface {
 	known() map[string]int // tokens known per job, over unfinished images (progress)
 }
 
-// groupKey says which jobs may share an engine. Target/draft images carry all their options
-// (mar.Stepper), so they group by pack only. A speculative engine fixes its configuration but
-// each image brings its own seed (arsampler.Job.Seed), so spec jobs group by the configuration
-// without the seed; seed 0 means "the engine's seed" there, so such jobs get an engine whose
-// seed is 0. Auto gamma adapts to the batch it runs in, so such a job gets its own engine.
-// So does a job at reduced precision: int8 graphs quantise activations with one scale per
-// call, so an image depends on the images beside it, and only a batch of its own job's images
-// (the same for the same request) keeps the same request giving the same images.
+// groupKey says which jobs may share an engine. An engine runs one pack at one precision
+// (its graphs). Target/draft images carry all their options (mar.Stepper), so they group by
+// that alone. A speculative engine fixes its configuration but each image brings its own seed
+// (arsampler.Job.Seed), so spec jobs group by the configuration without the seed; seed 0 means
+// "the engine's seed" there, so such jobs get an engine whose seed is 0. Auto gamma adapts to
+// the batch it runs in, so such a job gets its own engine. Every precision's rows are
+// independent of their batch-mates (int8 quantises activations with a scale per row), so
+// jobs at any precision merge.
 func groupKey(id string, p *generation.Plan) string {
-	if p.Precision != "" && p.Precision != mar.FP32 {
-		return "own/" + generation.ModelName(p.Pack, p.Precision) + "/" + id
-	}
+	model := generation.ModelName(p.Pack, p.Precision)
 	if p.Spec == nil {
-		return "stepper/" + p.Pack
+		return "stepper/" + model
 	}
 	cfg := *p.Spec
 	seed := cfg.Sampling.Seed
 	cfg.Sampling.Seed = 0
-	key := fmt.Sprintf("spec/%s/%s/%+v", p.Pack, p.DraftPack, cfg)
+	key := fmt.Sprintf("spec/%s/%s/%+v", model, p.DraftPack, cfg)
 	if seed == 0 {
 		key += "/seed0"
 	}

@@ -8,7 +8,7 @@ import (
 
 // addCacheFlags adds the cache's switch and knobs (generation.CacheFlags; docs/cache.md).
 func addCacheFlags(fs *flag.FlagSet, c *generation.CacheFlags) {
-	fs.StringVar(&c.Switch, "cache", "off", "caching across AR steps (LazyMAR-style, training-free; target/draft modes, fp32, packs with transformer_cached.onnx): on or off")
+	fs.StringVar(&c.Switch, "cache", "off", "caching across AR steps (LazyMAR-style, training-free; target/draft modes, packs with transformer_cached.onnx; int8 where quantize_pack.py gave it a variant): on or off")
 	addCacheKnobFlags(fs, c)
 }
 

@@ -3,18 +3,21 @@
   /usr/bin/python3 scripts/packs/quantize_pack.py PACK [--out DIR] [--min-dim 64] [--keep REGEX]
 
 Without --out the variants are written into PACK; with --out, PACK is copied to DIR first
-(DIR must not exist) and PACK is left alone. For transformer.onnx, head.onnx and the fused
-head (the manifest's head_loop, if any) it writes NAME.int8.onnx and records them in the
-manifest under precisions.int8; `marspec generate --precision int8` opens those instead.
+(DIR must not exist) and PACK is left alone. For transformer.onnx, head.onnx, the fused head
+(the manifest's head_loop, if any) and the cached transformer (the manifest's cache, if any)
+it writes NAME.int8.onnx and records them in the manifest under precisions.int8;
+`marspec generate --precision int8` opens those instead.
 
 The scheme is dynamic quantisation of every MatMul/Gemm with a constant weight:
 weights int8, symmetric, one scale per output channel (so a channel with small weights keeps
-its resolution); activations quantised per call to uint8 by DynamicQuantizeLinear, then
-MatMulInteger -> Cast -> Mul by (activation scale * channel scales) -> Add bias in fp32.
-That exact chain is what ONNX Runtime's CPU optimiser fuses into one DynamicQuantizeMatMul
-node (its MatMulIntegerToFloat and DynamicQuantizeMatMul fusions: the scale Mul must take
-the activation scale first, the bias must be the Add's second input and constant, and each
-DynamicQuantizeLinear must feed one MatMulInteger only), whose u8 x s8 kernel uses VNNI.
+its resolution); activations symmetric with one scale per row (the last axis: one token of
+one image), peak |x| / 127, stored as uint8 around a fixed zero point of 128; then
+MatMulInteger (u8 x s8, exact in int32) -> Cast -> Mul by the channel scales -> Mul by the
+row scales -> Add bias in fp32. A row's result depends on that row alone, so an int8 image
+is the same whatever images share its batch, and the service merges int8 jobs as it merges
+fp32 ones. (One scale per call, ONNX Runtime's DynamicQuantizeLinear, would let the
+optimiser fuse the chain into one DynamicQuantizeMatMul node, but it makes every row depend
+on its batch-mates.)
 
 What stays fp32, and why: LayerNorm, softmax, GELU/SiLU and the attention products of two
 activations (Q K^T, A V) are not MatMuls with a constant weight, so they are never touched;
@@ -35,7 +38,11 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 PRECISION = "int8"
-SCHEME = "dynamic-int8: weights symmetric per output channel, activations uint8 per call"
+SCHEME = "dynamic-int8: weights symmetric per output channel, activations symmetric per row (uint8 around 128)"
+ZERO_POINT = "int8.row_zero_point"  # shared constants of the per-row chains
+ROW_LEVELS = "int8.row_levels"
+TINY = "int8.row_tiny"
+LAST_AXIS = "int8.last_axis"
 
 
 def attr(node, name, default=None):
@@ -73,7 +80,8 @@ class Quantizer:
         self.done = {}  # weight name (+ transposed flag) -> (int8 name, scale name): shared weights once
         self.quantized, self.kept = [], []
         self.count = 0
-        self.unbiased = set()  # outputs of rewritten MatMuls whose bias is a separate Add
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+        self.have_constants = self.have_axes = False
 
     def weight(self, name, transposed):
         key = (name, transposed)
@@ -103,21 +111,52 @@ class Quantizer:
         return None
 
     def rewrite(self, node, act, wname, transposed, bias):
-        """The DynamicQuantizeMatMul chain; returns its nodes, the last one writing node.output[0]."""
+        """The per-row chain; returns its nodes, the last one writing node.output[0].
+
+        Each row (the last axis: one token of one image) gets its own symmetric scale,
+        peak |x| / 127, and is stored as uint8 around the fixed zero point 128, so the integer
+        product is exact and a row's result never depends on the rows beside it."""
         self.count += 1
         p = f"q{self.count}/"
         qname, sname = self.weight(wname, transposed)
+        offset, tiny = self.constants()
         out = node.output[0]
         mm = out if bias is None else p + "scaled"
-        if bias is None:
-            self.unbiased.add(out)
         return [
-            helper.make_node("DynamicQuantizeLinear", [act], [p + "xq", p + "xs", p + "xz"], name=p + "quantize"),
-            helper.make_node("MatMulInteger", [p + "xq", qname, p + "xz"], [p + "acc"], name=p + "matmul"),
+            helper.make_node("Abs", [act], [p + "abs"], name=p + "abs"),
+            self.row_max(p + "abs", p + "peak", p + "peak"),
+            helper.make_node("Max", [p + "peak", tiny], [p + "peak1"], name=p + "floor"),
+            helper.make_node("Div", [p + "peak1", ROW_LEVELS], [p + "xs"], name=p + "row_scale"),
+            helper.make_node("Div", [act, p + "xs"], [p + "xn"], name=p + "normalise"),
+            helper.make_node("Round", [p + "xn"], [p + "xr"], name=p + "round"),
+            helper.make_node("Add", [p + "xr", offset], [p + "xu"], name=p + "offset"),
+            helper.make_node("Cast", [p + "xu"], [p + "xq"], name=p + "to_uint8", to=TensorProto.UINT8),
+            helper.make_node("MatMulInteger", [p + "xq", qname, ZERO_POINT], [p + "acc"], name=p + "matmul"),
             helper.make_node("Cast", [p + "acc"], [p + "accf"], name=p + "cast", to=TensorProto.FLOAT),
-            helper.make_node("Mul", [p + "xs", sname], [p + "scale"], name=p + "scale"),
-            helper.make_node("Mul", [p + "accf", p + "scale"], [mm], name=p + "dequantize"),
+            helper.make_node("Mul", [p + "accf", sname], [p + "wscaled"], name=p + "weight_scale"),
+            helper.make_node("Mul", [p + "wscaled", p + "xs"], [mm], name=p + "dequantize"),
         ] + ([] if bias is None else [helper.make_node("Add", [mm, bias], [out], name=p + "bias")])
+
+    def constants(self):
+        """The scalars every chain shares, added to the main graph once."""
+        if not self.have_constants:
+            self.main.initializer.extend([
+                numpy_helper.from_array(np.array(128, np.uint8), ZERO_POINT),
+                numpy_helper.from_array(np.array(127.0, np.float32), ROW_LEVELS),
+                numpy_helper.from_array(np.array(128.0, np.float32), ZERO_POINT + ".f"),
+                numpy_helper.from_array(np.array(1e-30, np.float32), TINY),
+            ])
+            self.have_constants = True
+        return ZERO_POINT + ".f", TINY
+
+    def row_max(self, x, out, name):
+        """ReduceMax over the last axis, keeping it (axes moved from attribute to input at opset 18)."""
+        if self.opset >= 18:
+            if not self.have_axes:
+                self.main.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), LAST_AXIS))
+                self.have_axes = True
+            return helper.make_node("ReduceMax", [x, LAST_AXIS], [out], name=name, keepdims=1)
+        return helper.make_node("ReduceMax", [x], [out], name=name, axes=[-1], keepdims=1)
 
     def graph(self, g):
         nodes = []
@@ -139,14 +178,6 @@ class Quantizer:
             nodes.extend(self.rewrite(node, *c))
         del g.node[:]
         g.node.extend(nodes)
-        self.fold_bias_adds(g)
-
-    def fold_bias_adds(self, g):
-        """Exported MatMuls add their bias as Add(bias, y); ORT's fusion wants Add(y, bias)."""
-        for n in g.node:
-            if n.op_type == "Add" and n.input[1] in self.unbiased and n.input[0] in self.consts:
-                if len(self.consts[n.input[0]].dims) == 1:
-                    n.input[0], n.input[1] = n.input[1], n.input[0]
 
     def drop_unused(self):
         used = set()
@@ -177,6 +208,8 @@ def graph_files(manifest):
     files = {"transformer": "transformer.onnx", "head": "head.onnx"}
     if manifest.get("head_loop"):
         files["head_loop"] = manifest["head_loop"]["file"]
+    if manifest.get("cache"):
+        files["transformer_cached"] = manifest["cache"]["file"]
     return files
 
 

@@ -55,7 +55,7 @@ func TestQuantizePack(t *testing.T) {
 		!slices.Equal(record.FP32Layers["head"], []string{"/net/input_proj/Gemm", "/net/final_layer/linear/Gemm"}) {
 		t.Errorf("fp32 layers %v, want z_proj in the transformer, input_proj and final_layer.linear in the head", record.FP32Layers)
 	}
-	for _, f := range []string{"transformer", "head", "head_loop"} {
+	for _, f := range []string{"transformer", "head", "head_loop", "transformer_cached"} {
 		a, _ := os.Stat(filepath.Join(pack, f+".onnx"))
 		b, err := os.Stat(filepath.Join(pack, f+".int8.onnx"))
 		if err != nil {
@@ -83,6 +83,13 @@ func TestQuantizePack(t *testing.T) {
 		}
 	}
 
+	// each row is quantised with its own scale: a row's result is the same in any batch
+	for _, m := range []*mar.Model{fp32, int8} {
+		if d := batchDependence(t, m); d != 0 {
+			t.Errorf("%s: a row's output changes by up to %g when its batch-mates change; want 0 (rows independent)", m.Manifest.Name, d)
+		}
+	}
+
 	bin := buildMarspec(t)
 	for _, loop := range []string{"off", "on"} {
 		outDir := filepath.Join(t.TempDir(), "gen-"+loop)
@@ -99,6 +106,18 @@ func TestQuantizePack(t *testing.T) {
 		if pngs, _ := filepath.Glob(filepath.Join(outDir, "*.png")); len(pngs) != 4 {
 			t.Errorf("head loop %s: %d PNGs, want 4", loop, len(pngs))
 		}
+	}
+
+	// the cached transformer at int8: quantised with the others, run by --cache on
+	outDir := filepath.Join(t.TempDir(), "gen-cache")
+	cmd := exec.Command(bin, "generate", "--target", pack, "--mode", "target", "--num-iter", "8", "--cache", "on", "--precision", "int8",
+		"--class", "0,7", "--n", "1", "--threads", "1", "--quiet", "--json", "--out", outDir)
+	cmd.Env = append(os.Environ(), "MARSPEC_ORT_LIB="+lib)
+	if log, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(log), "precision=int8") || !strings.Contains(string(log), "cache=") {
+		t.Errorf("generate --cache on --precision int8: %v\n%s", err, log)
+	}
+	if !slices.Contains(record.FP32Layers["transformer_cached"], "/z_proj/MatMul") || spec.Cached != "transformer_cached.int8.onnx" {
+		t.Errorf("the cached transformer's int8 variant: %q, fp32 layers %v", spec.Cached, record.FP32Layers["transformer_cached"])
 	}
 }
 
@@ -174,4 +193,65 @@ func buildMarspec(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// batchDependence runs runGraphs' batch, then each of its transformer rows and head rows again
+// alone and beside other rows, and returns the largest difference of a row's output.
+func batchDependence(t *testing.T, m *mar.Model) float64 {
+	t.Helper()
+	man := m.Manifest
+	L, D, W := man.SeqLen(), man.TokenDim, man.Width
+	rng := rand.New(rand.NewPCG(5, 6))
+	const B = 4
+	tokens, mask := make([]float32, B*L*D), make([]float32, B*L)
+	for i := range tokens {
+		tokens[i] = float32(rng.NormFloat64() * 0.6)
+	}
+	for i := range mask {
+		mask[i] = float32(i % 2)
+	}
+	tokens[3*L*D] = 40 // an outlier in the last row: one scale per call would shrink every row's resolution
+	class, drop := []int64{1, 7, 3, 2}, []float32{0, 0, 1, 0}
+	all := make([]float32, B*L*W)
+	if err := m.Transformer.Forward(tokens, mask, class, drop, B, all); err != nil {
+		t.Fatal(err)
+	}
+	worst := 0.0
+	for r := range B - 1 {
+		one := make([]float32, L*W)
+		if err := m.Transformer.Forward(tokens[r*L*D:(r+1)*L*D], mask[r*L:(r+1)*L], class[r:r+1], drop[r:r+1], 1, one); err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, maxAbsDiff(one, all[r*L*W:(r+1)*L*W]))
+	}
+	const n = 6
+	xt, ts := make([]float32, n*D), make([]float32, n)
+	for i := range xt {
+		xt[i] = float32(rng.NormFloat64())
+	}
+	for i := range ts {
+		ts[i] = float32(100 + i*150)
+	}
+	z := append([]float32(nil), all[:n*W]...)
+	z[(n-1)*W] = 60 // the outlier again, in the last head row
+	out := make([]float32, n*2*D)
+	if err := m.Head.Predict(xt, ts, z, n, out); err != nil {
+		t.Fatal(err)
+	}
+	for r := range n - 1 {
+		one := make([]float32, 2*D)
+		if err := m.Head.Predict(xt[r*D:(r+1)*D], ts[r:r+1], z[r*W:(r+1)*W], 1, one); err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, maxAbsDiff(one, out[r*2*D:(r+1)*2*D]))
+	}
+	return worst
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
 }
