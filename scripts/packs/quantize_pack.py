@@ -11,13 +11,16 @@ it writes NAME.int8.onnx and records them in the manifest under precisions.int8;
 The scheme is dynamic quantisation of every MatMul/Gemm with a constant weight:
 weights int8, symmetric, one scale per output channel (so a channel with small weights keeps
 its resolution); activations symmetric with one scale per row (the last axis: one token of
-one image), peak |x| / 127, stored as uint8 around a fixed zero point of 128; then
-MatMulInteger (u8 x s8, exact in int32) -> Cast -> Mul by the channel scales -> Mul by the
-row scales -> Add bias in fp32. A row's result depends on that row alone, so an int8 image
-is the same whatever images share its batch, and the service merges int8 jobs as it merges
-fp32 ones. (One scale per call, ONNX Runtime's DynamicQuantizeLinear, would let the
-optimiser fuse the chain into one DynamicQuantizeMatMul node, but it makes every row depend
-on its batch-mates.)
+one image), peak |x| / 127, stored as uint8 around a fixed zero point of 128. The chain:
+Abs -> ReduceMax -> Max(tiny) -> Div 127 (the row scales) -> Div -> QuantizeLinear (scale 1,
+zero point 128: round half to even and saturate in one node) -> ONNX Runtime's
+MatMulIntegerToFloat (com.microsoft: the u8 x s8 product, exact in int32, times the channel
+scales, on pre-packed weights) -> Mul by the row scales -> Add bias in fp32. A row's result
+depends on that row alone, so an int8 image is the same whatever images share its batch,
+and the service merges int8 jobs as it merges fp32 ones. (One scale per call,
+DynamicQuantizeLinear, fuses into a single DynamicQuantizeMatMul node and is faster on small
+models, but it makes every row depend on its batch-mates: docs/BENCHMARKS.md has both
+speeds.) The graphs need ONNX Runtime (the contrib operator), as marspec does.
 
 What stays fp32, and why: LayerNorm, softmax, GELU/SiLU and the attention products of two
 activations (Q K^T, A V) are not MatMuls with a constant weight, so they are never touched;
@@ -42,6 +45,7 @@ SCHEME = "dynamic-int8: weights symmetric per output channel, activations symmet
 ZERO_POINT = "int8.row_zero_point"  # shared constants of the per-row chains
 ROW_LEVELS = "int8.row_levels"
 TINY = "int8.row_tiny"
+UNIT = "int8.unit_scale"
 LAST_AXIS = "int8.last_axis"
 
 
@@ -119,7 +123,7 @@ class Quantizer:
         self.count += 1
         p = f"q{self.count}/"
         qname, sname = self.weight(wname, transposed)
-        offset, tiny = self.constants()
+        tiny = self.constants()
         out = node.output[0]
         mm = out if bias is None else p + "scaled"
         return [
@@ -128,12 +132,11 @@ class Quantizer:
             helper.make_node("Max", [p + "peak", tiny], [p + "peak1"], name=p + "floor"),
             helper.make_node("Div", [p + "peak1", ROW_LEVELS], [p + "xs"], name=p + "row_scale"),
             helper.make_node("Div", [act, p + "xs"], [p + "xn"], name=p + "normalise"),
-            helper.make_node("Round", [p + "xn"], [p + "xr"], name=p + "round"),
-            helper.make_node("Add", [p + "xr", offset], [p + "xu"], name=p + "offset"),
-            helper.make_node("Cast", [p + "xu"], [p + "xq"], name=p + "to_uint8", to=TensorProto.UINT8),
-            helper.make_node("MatMulInteger", [p + "xq", qname, ZERO_POINT], [p + "acc"], name=p + "matmul"),
-            helper.make_node("Cast", [p + "acc"], [p + "accf"], name=p + "cast", to=TensorProto.FLOAT),
-            helper.make_node("Mul", [p + "accf", sname], [p + "wscaled"], name=p + "weight_scale"),
+            # round half to even, + 128, saturated to uint8: one node
+            helper.make_node("QuantizeLinear", [p + "xn", UNIT, ZERO_POINT], [p + "xq"], name=p + "to_uint8"),
+            # ONNX Runtime's u8 x s8 kernel: the exact integer product times the channel scales
+            helper.make_node("MatMulIntegerToFloat", [p + "xq", qname, UNIT, sname, ZERO_POINT], [p + "wscaled"],
+                             name=p + "matmul", domain="com.microsoft"),
             helper.make_node("Mul", [p + "wscaled", p + "xs"], [mm], name=p + "dequantize"),
         ] + ([] if bias is None else [helper.make_node("Add", [mm, bias], [out], name=p + "bias")])
 
@@ -143,11 +146,11 @@ class Quantizer:
             self.main.initializer.extend([
                 numpy_helper.from_array(np.array(128, np.uint8), ZERO_POINT),
                 numpy_helper.from_array(np.array(127.0, np.float32), ROW_LEVELS),
-                numpy_helper.from_array(np.array(128.0, np.float32), ZERO_POINT + ".f"),
+                numpy_helper.from_array(np.array(1.0, np.float32), UNIT),
                 numpy_helper.from_array(np.array(1e-30, np.float32), TINY),
             ])
             self.have_constants = True
-        return ZERO_POINT + ".f", TINY
+        return TINY
 
     def row_max(self, x, out, name):
         """ReduceMax over the last axis, keeping it (axes moved from attribute to input at opset 18)."""
@@ -196,6 +199,8 @@ class Quantizer:
 
 
 def quantize_model(model, min_dim=64, keep=None):
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     q = Quantizer(model, min_dim, keep)
     q.graph(model.graph)
     q.drop_unused()
