@@ -351,6 +351,7 @@ type Key struct {
 	Rate        float64 `json:"rate,omitempty"`          // requests per second to POST and DELETE; omitted: no limit
 	Burst       int     `json:"burst,omitempty"`         // requests above the rate at once
 	MaxInFlight int     `json:"max_in_flight,omitempty"` // jobs queued or running at once; omitted: no limit
+	MaxPriority int     `json:"max_priority"`            // the highest priority its requests may ask (above it: 400)
 }
 
 // Keys is GET /v1/keys: the key a request was made with (You, "" without one) and the keys it

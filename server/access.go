@@ -176,7 +176,8 @@ func (s *Server) listKeys(c *gin.Context) {
 	out := api.Keys{You: who.name, Keys: []api.Key{}}
 	for _, k := range s.keys.keys {
 		if who.key != nil && (who.admin || k.Name == who.name) {
-			out.Keys = append(out.Keys, api.Key{Name: k.Name, Admin: k.Admin, Rate: k.Rate, Burst: k.Burst, MaxInFlight: k.MaxInFlight})
+			out.Keys = append(out.Keys, api.Key{Name: k.Name, Admin: k.Admin, Rate: k.Rate, Burst: k.Burst, MaxInFlight: k.MaxInFlight,
+				MaxPriority: k.highestPriority()})
 		}
 	}
 	c.JSON(http.StatusOK, out)

@@ -31,7 +31,7 @@ func (s *Server) create(c *gin.Context) {
 	}
 	plan, err := generation.Validate(req, s.cat)
 	if err == nil {
-		err = s.checkHostedFields(&req)
+		err = s.checkHostedFields(&req, callerOf(c))
 	}
 	if err != nil {
 		s.fail(c, err)

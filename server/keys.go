@@ -19,6 +19,7 @@ import (
 //
 //	{"keys": [
 //	  {"name": "web", "secret_sha256": "<64 hex digits>", "rate": 5, "burst": 10, "max_in_flight": 4},
+//	  {"name": "batch", "secret": "<the token itself>", "max_priority": 5},
 //	  {"name": "ops", "secret": "<the token itself>", "admin": true}
 //	]}
 //
@@ -36,6 +37,10 @@ type APIKey struct {
 	Burst        int     `json:"burst,omitempty"`         // requests above the rate at once (default: the rate, at least 1)
 	MaxInFlight  int     `json:"max_in_flight,omitempty"` // jobs queued or running at once, over all replicas; 0: no limit
 	Admin        bool    `json:"admin,omitempty"`         // reads, cancels and deletes every key's jobs
+	// MaxPriority is the highest queue priority the key's requests may ask, 0 to 10; nil: 10
+	// for an admin, 0 for any other key, so that a tenant cannot move its jobs ahead of the
+	// others' unless the operator says so.
+	MaxPriority *int `json:"max_priority,omitempty"`
 }
 
 // tokenKeyName is the name --token's key goes by.
@@ -59,7 +64,7 @@ func (c *Config) loadKeys() error {
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&file); err != nil {
-			return fmt.Errorf("%s: %v (allowed: {\"keys\": [{\"name\", \"secret\" or \"secret_sha256\", \"rate\", \"burst\", \"max_in_flight\", \"admin\"}]})", where, err)
+			return fmt.Errorf("%s: %v (allowed: {\"keys\": [{\"name\", \"secret\" or \"secret_sha256\", \"rate\", \"burst\", \"max_in_flight\", \"max_priority\", \"admin\"}]})", where, err)
 		}
 		if len(file.Keys) == 0 {
 			return fmt.Errorf("%s: no keys (leave --keys out for a server without them)", where)
@@ -106,8 +111,22 @@ func (k *APIKey) check() error {
 		return errors.New("burst without a rate: set rate too")
 	case k.MaxInFlight < 0 || k.MaxInFlight > 1e6:
 		return fmt.Errorf("max_in_flight %d: allowed 0 (no limit) to 1000000", k.MaxInFlight)
+	case k.MaxPriority != nil && (*k.MaxPriority < 0 || *k.MaxPriority > maxPriority):
+		return fmt.Errorf("max_priority %d: allowed 0 to %d (the highest priority the key may ask; leave it out for %d on an admin, 0 on other keys)", *k.MaxPriority, maxPriority, maxPriority)
 	}
 	return nil
+}
+
+// highestPriority is the highest priority the key may ask: its max_priority, else the top of
+// the range for an admin and the default priority, 0, for any other key.
+func (k *APIKey) highestPriority() int {
+	switch {
+	case k.MaxPriority != nil:
+		return *k.MaxPriority
+	case k.Admin:
+		return maxPriority
+	}
+	return 0
 }
 
 func isSHA256Hex(s string) bool {

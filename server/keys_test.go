@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -31,7 +33,7 @@ func testKeys() []APIKey {
 	bobHash := sha256.Sum256([]byte(bobSecret))
 	return []APIKey{
 		{Name: "alice", Secret: aliceSecret, Rate: 0.5, Burst: 2},
-		{Name: "bob", SecretSHA256: hex.EncodeToString(bobHash[:])},
+		{Name: "bob", SecretSHA256: hex.EncodeToString(bobHash[:]), MaxPriority: ptr(5)},
 		{Name: "carol", Secret: carolSecret, MaxInFlight: 1},
 		{Name: "ops", Secret: adminSecret, Admin: true},
 	}
@@ -208,16 +210,74 @@ func ownJobs(t *testing.T, a, b *testServer) {
 	}
 }
 
+// A key asks at most its max_priority: a key that is not an admin and has none is refused
+// priority 1 with a 400 naming the field and the limit, a key with max_priority 5 gets 5 and
+// not 6, an admin gets 10; GET /v1/keys shows each key's. On SQLite and on a PostgreSQL + S3
+// replica pair (posted to one, read from the other).
+func TestKeyPriorityBoundedByItsMax(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		ts := keyed(t, start(t, "", false, withKeys))
+		keyPriorities(t, ts, ts)
+	})
+	t.Run("postgres+s3", func(t *testing.T) {
+		sh := newShared(t, "s3")
+		keyPriorities(t, keyed(t, sh.replica(t, false, withKeys)), keyed(t, sh.replica(t, false, withKeys)))
+	})
+}
+
+func keyPriorities(t *testing.T, a, b *testServer) {
+	at := func(p int) api.GenerateRequest { r := small; r.Priority = &p; return r }
+	for _, c := range []struct {
+		secret, name string
+		asked, most  int
+	}{{aliceSecret, "alice", 1, 0}, {carolSecret, "carol", 10, 0}, {bobSecret, "bob", 6, 5}} {
+		_, err := a.as(t, c.secret).Generate(t.Context(), at(c.asked), 0)
+		var e *api.Error
+		want := fmt.Sprintf(`priority %d: above key %q's max_priority %d (allowed: -10 to %d for this key`, c.asked, c.name, c.most, c.most)
+		if !asError(err, &e) || e.Status != http.StatusBadRequest || e.Body.Field != "priority" || !strings.Contains(e.Body.Error, want) {
+			t.Errorf("%s asking priority %d: %v (%+v); want a 400 on priority saying %q", c.name, c.asked, err, e, want)
+		}
+	}
+	for _, c := range []struct {
+		secret string
+		asked  int
+	}{{aliceSecret, 0}, {carolSecret, -10}, {bobSecret, 5}, {adminSecret, 10}} { // alice has a burst of 2
+		g, err := a.as(t, c.secret).Generate(t.Context(), at(c.asked), 15*time.Second)
+		if err != nil {
+			t.Fatalf("priority %d with %s: %v", c.asked, c.secret, err)
+		}
+		if g, err = b.as(t, c.secret).Generation(t.Context(), g.ID); err != nil || g.Priority != c.asked || g.Status != api.StatusSucceeded {
+			t.Errorf("job of priority %d with %s, read back: %+v %v", c.asked, c.secret, g, err)
+		}
+	}
+	all, err := b.client.Keys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, k := range all.Keys {
+		got[k.Name] = k.MaxPriority
+	}
+	if want := map[string]int{"alice": 0, "bob": 5, "carol": 0, "ops": 10}; !maps.Equal(got, want) {
+		t.Errorf("max_priority in the admin's GET /v1/keys: %v; want %v", got, want)
+	}
+	if ans := b.call(t, "GET", "/v1/keys", "", "Authorization", "Bearer "+aliceSecret); !strings.Contains(string(ans.body), `"max_priority":0`) {
+		t.Errorf("alice's GET /v1/keys does not show her max_priority 0: %d %s", ans.code, ans.body)
+	}
+}
+
 // --token alone stays what it was: reads open, writes need it; its jobs belong to the admin
-// key "token".
+// key "token", which may ask any priority.
 func TestTokenIsTheAdminKey(t *testing.T) {
 	ts := start(t, "", false, func(c *Config) { c.Token = "s3cret" })
 	if ans := ts.call(t, "POST", "/v1/generations", `{"class": 1}`); ans.code != http.StatusUnauthorized {
 		t.Fatalf("POST without the token: %d", ans.code)
 	}
-	g, err := ts.client.Generate(t.Context(), small, 15*time.Second)
-	if err != nil || g.Key != tokenKeyName {
-		t.Fatalf("POST with the token: %+v %v", g, err)
+	top := small
+	top.Priority = ptr(10)
+	g, err := ts.client.Generate(t.Context(), top, 15*time.Second)
+	if err != nil || g.Key != tokenKeyName || g.Priority != 10 {
+		t.Fatalf("POST with the token at priority 10: %+v %v", g, err)
 	}
 	if ans := ts.call(t, "GET", g.Links.Self, ""); ans.code != http.StatusOK {
 		t.Errorf("GET without the token: %d; reads stay open with --token alone", ans.code)
@@ -236,6 +296,8 @@ func TestKeyFileErrorsNameTheField(t *testing.T) {
 		{`{"keys": [{"name": "a", "secret": "0123456789abcdef", "secret_sha256": "00"}]}`, "one of them"},
 		{`{"keys": [{"name": "a", "secret_sha256": "xyz"}]}`, "secret_sha256: 64 hex"},
 		{`{"keys": [{"name": "a", "secret": "0123456789abcdef", "rate": -1}]}`, "rate -1"},
+		{`{"keys": [{"name": "a", "secret": "0123456789abcdef", "max_priority": 11}]}`, "max_priority 11: allowed 0 to 10"},
+		{`{"keys": [{"name": "a", "secret": "0123456789abcdef", "max_priority": -1}]}`, "max_priority -1"},
 		{`{"keys": [{"name": "a", "secret": "0123456789abcdef"}, {"name": "a", "secret": "0123456789abcdeg"}]}`, `name "a" is taken`},
 		{`{"keys": [{"name": "a", "secret": "0123456789abcdef"}, {"name": "b", "secret": "0123456789abcdef"}]}`, "same secret"},
 		{`{"keys": [{"name": "a", "secret": "0123456789abcdef", "rpm": 5}]}`, `unknown field "rpm"`},

@@ -41,6 +41,22 @@ func (s *Server) checkQueueFields(req *api.GenerateRequest) error {
 	return nil
 }
 
+// checkKeyPriority refuses a priority above what the caller's key may ask (its
+// max_priority): where the server has keys, the front of the queue is the operator's to hand
+// out, not every tenant's to take. A request without a key (an open server) may ask any.
+func checkKeyPriority(who caller, req api.GenerateRequest) error {
+	if who.key == nil || req.Priority == nil {
+		return nil
+	}
+	most := who.key.highestPriority()
+	if p := *req.Priority; p > most {
+		return &generation.FieldError{Field: "priority", Value: strconv.Itoa(p),
+			Reason:  fmt.Sprintf("above key %q's max_priority %d", who.name, most),
+			Allowed: fmt.Sprintf("%d to %d for this key; its max_priority is set in the --keys file", minPriority, most)}
+	}
+	return nil
+}
+
 // schedulerJob is a stored job as its scheduler runs it: its rank among the queued jobs and,
 // if it never started (a job resumed or claimed again after it started has met its deadline),
 // the deadline it must start by.

@@ -113,4 +113,8 @@ func TestPriorityAndQueueTimeoutChecked(t *testing.T) {
 	if g.QueueDeadline == nil || g.QueueDeadline.Sub(g.Created) != time.Minute || g.Priority != 0 {
 		t.Errorf("default queue deadline: %v (created %v), priority %d", g.QueueDeadline, g.Created, g.Priority)
 	}
+	// a server without keys lets anyone ask the top priority, as before keys
+	if g, err := ts.client.Generate(t.Context(), lowAndHigh(10), 0); err != nil || g.Priority != 10 {
+		t.Errorf("priority 10 on a server without keys: %+v %v", g, err)
+	}
 }

@@ -6,9 +6,13 @@ import (
 )
 
 // checkHostedFields checks what a request asks of the hosted service rather than of the
-// models: its priority and queue deadline, and its webhook.
-func (s *Server) checkHostedFields(req *api.GenerateRequest) error {
+// models: its priority (in range, and within what the caller's key may ask) and queue
+// deadline, and its webhook.
+func (s *Server) checkHostedFields(req *api.GenerateRequest, who caller) error {
 	if err := s.checkQueueFields(req); err != nil {
+		return err
+	}
+	if err := checkKeyPriority(who, *req); err != nil {
 		return err
 	}
 	return s.checkWebhook(req)
