@@ -29,6 +29,7 @@ func TestOutboxConformance(t *testing.T) {
 				{"status changes write deliveries", caseOutboxWrites},
 				{"claims are leased and fenced", caseOutboxLeases},
 				{"retries and giving up", caseOutboxRetries},
+				{"an expired job waits for its deliveries", caseOutboxKeepsExpired},
 			} {
 				t.Run(c.name, func(t *testing.T) {
 					m := impl.open(t)
@@ -166,5 +167,30 @@ func caseOutboxRetries(t *testing.T, m Meta, o Outbox) {
 	ds, _ := o.DeliveriesOf("r")
 	if d := ds[0]; d.State != DeliveryFailed || d.LastError != "connection refused" || d.Attempts != 2 {
 		t.Errorf("given up: %+v", d)
+	}
+}
+
+// A job past its retention is not offered to the sweep while a delivery of it is pending
+// (deleting the job would drop the delivery), and is once the delivery is given up.
+func caseOutboxKeepsExpired(t *testing.T, m Meta, o Outbox) {
+	j := hooked("kept", 1, "succeeded")
+	j.Retain = time.Second
+	mustCreate(t, m, j)
+	if err := m.Finish("kept", api.StatusSucceeded, "", base); err != nil {
+		t.Fatal(err)
+	}
+	h := m.(Hosted)
+	if got, err := h.Expired(base.Add(time.Hour), 10); err != nil || len(got) != 0 {
+		t.Fatalf("expired with a delivery pending: %v %v; want none", ids(got), err)
+	}
+	got, _ := o.ClaimDeliveries("one", time.Minute, time.Now(), 10)
+	if len(got) != 1 {
+		t.Fatalf("claim: %+v", got)
+	}
+	if ok, err := o.DeliveryFailed(got[0].Hold("one"), 0, "connection refused", time.Now(), true); err != nil || !ok {
+		t.Fatalf("giving up: %v, %v", ok, err)
+	}
+	if got, err := h.Expired(base.Add(time.Hour), 10); err != nil || len(got) != 1 || got[0].ID != "kept" {
+		t.Errorf("expired once the delivery was given up: %v %v; want kept", ids(got), err)
 	}
 }
