@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"marspec/api"
+	"marspec/generation"
 	"marspec/store"
 )
 
@@ -99,7 +100,7 @@ func (d *deliverer) checkDialled(_, address string, _ syscall.RawConn) error {
 	}
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil || !publicAddr(ap.Addr()) {
-		return fmt.Errorf("%w: %s is not a public address (the operator may allow hosts with --webhook-hosts)", errHostNotAllowed, hostOf(address))
+		return errDialPrivate
 	}
 	return nil
 }
@@ -183,9 +184,9 @@ func (d *deliverer) judge(del store.Delivery, status int, err error) (reason str
 	wait = retryWait(del.Attempts)
 	switch {
 	case errors.Is(err, errHostNotAllowed):
-		return err.Error(), true, 0
+		return callFailure(del.URL, err, d.s.cfg.WebhookTimeout), true, 0
 	case err != nil:
-		reason = err.Error()
+		reason = callFailure(del.URL, err, d.s.cfg.WebhookTimeout)
 	case status == http.StatusGone:
 		return "the receiver answered 410 Gone: no more tries", true, 0
 	default:
@@ -208,11 +209,15 @@ func retryWait(n int) time.Duration {
 // post signs body and sends it; it returns the answer's status (0 when none came).
 func (d *deliverer) post(ctx context.Context, del store.Delivery, body []byte) (int, error) {
 	u, err := url.Parse(del.URL)
-	if err == nil {
-		err = d.hostAllowed(u) // the allow-list may have changed since the job was posted
-	}
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", errHostNotAllowed, err)
+		return 0, &hostRefused{reason: "not a URL"}
+	}
+	if err := d.hostAllowed(u); err != nil { // the allow-list may have changed since the job was posted
+		var fe *generation.FieldError
+		if errors.As(err, &fe) {
+			return 0, &hostRefused{reason: fe.Reason}
+		}
+		return 0, &hostRefused{reason: "host not allowed"}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, del.URL, bytes.NewReader(body))
 	if err != nil {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -157,13 +156,4 @@ func withoutQuery(raw string) string {
 	}
 	u.RawQuery = "…"
 	return u.String()
-}
-
-// hostOf is the host:port a dialled address names, for the dial check's message.
-func hostOf(address string) string {
-	h, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return address
-	}
-	return h
 }
