@@ -92,17 +92,30 @@ func newDeliverer(s *Server) *deliverer {
 	return d
 }
 
-// checkDialled refuses, without an allow-list, a connection to an address that is not public:
-// the address actually dialled, after resolution, so no name can lead a call inside.
+// checkDialled refuses a connection to an address that is not public unless --webhook-hosts
+// lists that very IP: the address actually dialled, after resolution, so no name leads a call
+// inside, an allowed one included (a listed name that resolves to loopback is still refused).
 func (d *deliverer) checkDialled(_, address string, _ syscall.RawConn) error {
-	if len(d.hosts) > 0 {
-		return nil
-	}
 	ap, err := netip.ParseAddrPort(address)
-	if err != nil || !publicAddr(ap.Addr()) {
+	if err != nil {
 		return errDialPrivate
 	}
-	return nil
+	if publicAddr(ap.Addr()) || d.listsIP(ap) {
+		return nil
+	}
+	return errDialPrivate
+}
+
+// listsIP reports whether --webhook-hosts names ap's IP literally (with its port, or any).
+func (d *deliverer) listsIP(ap netip.AddrPort) bool {
+	ip := ap.Addr().WithZone("").Unmap()
+	for _, r := range d.hosts {
+		listed, err := netip.ParseAddr(r.host)
+		if err == nil && !r.wildcard && listed.Unmap() == ip && (r.port == "" || r.port == strconv.Itoa(int(ap.Port()))) {
+			return true
+		}
+	}
+	return false
 }
 
 // poke makes the deliverer look for due deliveries now (an event was recorded here).
