@@ -49,7 +49,8 @@ var (
 	webhookPollEvery  = time.Second      // due deliveries are looked for (also on every event here)
 	webhookFirstRetry = time.Second      // the wait after a first failed try, doubled after each
 	webhookMaxRetry   = 10 * time.Minute // the longest wait between tries
-	webhookInFlight   = 8                // calls at once per server
+	webhookInFlight   = 64               // calls at once per server
+	webhookPerKey     = 8                // of them for one key's jobs (see claimAndSend)
 	webhookBodyLimit  = int64(64 << 10)  // of an answer read (and dropped)
 	webhookUserAgent  = "marspec-webhook/1 (+docs/api.md)"
 )
@@ -130,13 +131,17 @@ func (d *deliverer) poke() {
 }
 
 // claimAndSend claims as many due deliveries as there are free slots and sends each in a
-// goroutine of its own.
+// goroutine of its own. Of one key's jobs it holds at most webhookPerKey calls at once (the
+// store counts them), so a tenant whose receiver hangs holds that many slots, not all: the
+// bound is per key rather than per host because a key is what the operator issues, while
+// hosts are the caller's to choose (any number of names under one domain), so a bound per
+// host is one a tenant could multiply at will. Jobs without a named key share one bound.
 func (d *deliverer) claimAndSend(ctx context.Context) {
 	free := cap(d.slots) - len(d.slots)
 	if free == 0 {
 		return
 	}
-	due, err := d.outbox.ClaimDeliveries(d.owner, 2*d.s.cfg.WebhookTimeout, time.Now(), free)
+	due, err := d.outbox.ClaimDeliveries(d.owner, 2*d.s.cfg.WebhookTimeout, time.Now(), free, webhookPerKey)
 	if err != nil {
 		d.s.log.Warn("webhooks: claiming deliveries", "err", detail(err))
 		return
