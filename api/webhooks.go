@@ -62,7 +62,10 @@ type WebhookDelivery struct {
 	State    string `json:"state"` // pending, delivered, failed (gave up)
 	Attempts int    `json:"attempts"`
 	// LastStatus is the HTTP status of the last answer (0: none came).
-	LastStatus  int        `json:"last_status,omitempty"`
+	LastStatus int `json:"last_status,omitempty"`
+	// LastError says why the last try failed ("the receiver answered 502 Bad Gateway", "POST
+	// https://host/path: timeout after 10s"); it never shows the URL's query, the address the host
+	// resolved to, nor the resolver's.
 	LastError   string     `json:"last_error,omitempty"`
 	NextAttempt *time.Time `json:"next_attempt,omitempty"` // pending after a failed attempt
 	Delivered   *time.Time `json:"delivered,omitempty"`

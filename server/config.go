@@ -48,7 +48,7 @@ type Config struct {
 	QueueTimeout    time.Duration // a request's queue_timeout when it gives none (0: none)
 	MaxQueueTimeout time.Duration // the longest queue_timeout a request may ask
 	WebhookSecret   string        // signs webhook calls; comma-separated while rotating (the first is current); empty: no webhooks
-	WebhookHosts    string        // hosts a webhook may call (comma-separated; empty: any public address)
+	WebhookHosts    string        // hosts a webhook may call (comma-separated; empty: any); private addresses only if listed as IPs
 	WebhookAttempts int           // tries per webhook event before giving up
 	WebhookTimeout  time.Duration // how long one try may take
 
@@ -146,7 +146,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 	d(&c.MaxQueueTimeout, "max-queue-timeout", "MAX_QUEUE_TIMEOUT", 24*time.Hour, "the longest queue_timeout a request may ask for")
 	c.WebhookSecret, _ = lookup("MARSPEC_WEBHOOK_SECRET")
 	fs.Var((*secret)(&c.WebhookSecret), "webhook-secret", "signs webhook calls (HMAC-SHA256; NEW,OLD while rotating: both signatures are sent); empty = requests with a webhook get 400 ($MARSPEC_WEBHOOK_SECRET)")
-	s(&c.WebhookHosts, "webhook-hosts", "WEBHOOK_HOSTS", "", "hosts webhooks may call: HOST, *.DOMAIN, either with :PORT, comma-separated; empty = any host whose addresses are all public")
+	s(&c.WebhookHosts, "webhook-hosts", "WEBHOOK_HOSTS", "", "hosts webhooks may call: HOST, *.DOMAIN, either with :PORT, comma-separated; empty = any host; either way a call connects only to public addresses and to IPs listed here")
 	n(&c.WebhookAttempts, "webhook-attempts", "WEBHOOK_ATTEMPTS", 10, "tries per webhook event (backoff 1s doubling to 10m, jittered) before it is given up")
 	d(&c.WebhookTimeout, "webhook-timeout", "WEBHOOK_TIMEOUT", 10*time.Second, "how long one webhook try may take; no 2xx by then is a failed try")
 	return errors.Join(errs...)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"marspec/api"
+	"marspec/generation"
 	"marspec/store"
 )
 
@@ -48,7 +49,8 @@ var (
 	webhookPollEvery  = time.Second      // due deliveries are looked for (also on every event here)
 	webhookFirstRetry = time.Second      // the wait after a first failed try, doubled after each
 	webhookMaxRetry   = 10 * time.Minute // the longest wait between tries
-	webhookInFlight   = 8                // calls at once per server
+	webhookInFlight   = 64               // calls at once per server
+	webhookPerKey     = 8                // of them for one key's jobs (see claimAndSend)
 	webhookBodyLimit  = int64(64 << 10)  // of an answer read (and dropped)
 	webhookUserAgent  = "marspec-webhook/1 (+docs/api.md)"
 )
@@ -91,17 +93,30 @@ func newDeliverer(s *Server) *deliverer {
 	return d
 }
 
-// checkDialled refuses, without an allow-list, a connection to an address that is not public:
-// the address actually dialled, after resolution, so no name can lead a call inside.
+// checkDialled refuses a connection to an address that is not public unless --webhook-hosts
+// lists that very IP: the address actually dialled, after resolution, so no name leads a call
+// inside, an allowed one included (a listed name that resolves to loopback is still refused).
 func (d *deliverer) checkDialled(_, address string, _ syscall.RawConn) error {
-	if len(d.hosts) > 0 {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return errDialPrivate
+	}
+	if publicAddr(ap.Addr()) || d.listsIP(ap) {
 		return nil
 	}
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil || !publicAddr(ap.Addr()) {
-		return fmt.Errorf("%w: %s is not a public address (the operator may allow hosts with --webhook-hosts)", errHostNotAllowed, hostOf(address))
+	return errDialPrivate
+}
+
+// listsIP reports whether --webhook-hosts names ap's IP literally (with its port, or any).
+func (d *deliverer) listsIP(ap netip.AddrPort) bool {
+	ip := ap.Addr().WithZone("").Unmap()
+	for _, r := range d.hosts {
+		listed, err := netip.ParseAddr(r.host)
+		if err == nil && !r.wildcard && listed.Unmap() == ip && (r.port == "" || r.port == strconv.Itoa(int(ap.Port()))) {
+			return true
+		}
 	}
-	return nil
+	return false
 }
 
 // poke makes the deliverer look for due deliveries now (an event was recorded here).
@@ -116,13 +131,17 @@ func (d *deliverer) poke() {
 }
 
 // claimAndSend claims as many due deliveries as there are free slots and sends each in a
-// goroutine of its own.
+// goroutine of its own. Of one key's jobs it holds at most webhookPerKey calls at once (the
+// store counts them), so a tenant whose receiver hangs holds that many slots, not all: the
+// bound is per key rather than per host because a key is what the operator issues, while
+// hosts are the caller's to choose (any number of names under one domain), so a bound per
+// host is one a tenant could multiply at will. Jobs without a named key share one bound.
 func (d *deliverer) claimAndSend(ctx context.Context) {
 	free := cap(d.slots) - len(d.slots)
 	if free == 0 {
 		return
 	}
-	due, err := d.outbox.ClaimDeliveries(d.owner, 2*d.s.cfg.WebhookTimeout, time.Now(), free)
+	due, err := d.outbox.ClaimDeliveries(d.owner, 2*d.s.cfg.WebhookTimeout, time.Now(), free, webhookPerKey)
 	if err != nil {
 		d.s.log.Warn("webhooks: claiming deliveries", "err", detail(err))
 		return
@@ -183,9 +202,9 @@ func (d *deliverer) judge(del store.Delivery, status int, err error) (reason str
 	wait = retryWait(del.Attempts)
 	switch {
 	case errors.Is(err, errHostNotAllowed):
-		return err.Error(), true, 0
+		return callFailure(del.URL, err, d.s.cfg.WebhookTimeout), true, 0
 	case err != nil:
-		reason = err.Error()
+		reason = callFailure(del.URL, err, d.s.cfg.WebhookTimeout)
 	case status == http.StatusGone:
 		return "the receiver answered 410 Gone: no more tries", true, 0
 	default:
@@ -208,11 +227,15 @@ func retryWait(n int) time.Duration {
 // post signs body and sends it; it returns the answer's status (0 when none came).
 func (d *deliverer) post(ctx context.Context, del store.Delivery, body []byte) (int, error) {
 	u, err := url.Parse(del.URL)
-	if err == nil {
-		err = d.hostAllowed(u) // the allow-list may have changed since the job was posted
-	}
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", errHostNotAllowed, err)
+		return 0, &hostRefused{reason: "not a URL"}
+	}
+	if err := d.hostAllowed(u); err != nil { // the allow-list may have changed since the job was posted
+		var fe *generation.FieldError
+		if errors.As(err, &fe) {
+			return 0, &hostRefused{reason: fe.Reason}
+		}
+		return 0, &hostRefused{reason: "host not allowed"}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, del.URL, bytes.NewReader(body))
 	if err != nil {

@@ -19,7 +19,9 @@ import (
 // before the expiry finishes. The grace is --write-timeout, the longest any answer may take to
 // write (the HTTP server cuts it then); beyond that, a replica never sweeps a job that one of
 // its own requests is reading (tracked). One replica at a time sweeps (the store's sweep lease:
-// a row on PostgreSQL, the one process on SQLite). Jobs queued or running are never swept.
+// a row on PostgreSQL, the one process on SQLite). Jobs queued or running are never swept, nor
+// a job whose webhook calls are still pending (the store's Expired leaves it out): it goes once
+// they are delivered or given up, so no pending call vanishes with its job.
 
 // maxRetain bounds --retain and expires_in: ten years, far from a duration's overflow.
 const maxRetain = 10 * 365 * 24 * time.Hour

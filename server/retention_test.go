@@ -195,3 +195,96 @@ func TestExpiresInIsBoundedByRetain(t *testing.T) {
 		t.Errorf("an image kept an hour is cached for %q; want at most its hour", cc)
 	}
 }
+
+// A job kept 1 s whose webhook receiver never answers stays while its calls are pending: a
+// sweep past its expiry leaves it and its deliveries alone; the calls are tried until
+// --webhook-attempts and given up, counted as give-ups; then the sweep removes it. No call is
+// logged as lost. On SQLite and on PostgreSQL + S3.
+func TestSweepKeepsAJobWhileItsWebhooksArePending(t *testing.T) {
+	edit := func(c *Config) {
+		webhooksOn(c)
+		c.WebhookTimeout = time.Second // three tries: given up no sooner than 3 s after the first
+		c.WebhookAttempts = 3
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		cfg := testConfig()
+		edit(&cfg)
+		dir := t.TempDir()
+		st, err := store.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := &logBuffer{}
+		sweepKeepsPendingWebhooks(t, startLogged(t, st, dir, false, cfg, log), log)
+	})
+	t.Run("postgres+s3", func(t *testing.T) {
+		sh := newShared(t, "s3")
+		meta, err := store.OpenPostgres(sh.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig()
+		cfg.Lease = time.Second
+		edit(&cfg)
+		log := &logBuffer{}
+		sweepKeepsPendingWebhooks(t, startLogged(t, store.New(meta, sh.blobs(t)), "", false, cfg, log), log)
+	})
+}
+
+func sweepKeepsPendingWebhooks(t *testing.T, ts *testServer, log *logBuffer) {
+	fastRetries(t)
+	rc := newReceiver(t, func(string, int) int { return 0 }) // every try hangs until the sender's timeout
+	var jobs []string
+	for i := range 3 {
+		req := api.GenerateRequest{Class: api.Classes{"1"}, N: 1, Mode: "draft", Seed: seed(uint64(20 + i)), ExpiresIn: keep(1), Webhook: rc.hookURL()}
+		g, err := ts.client.Generate(t.Context(), req, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, g.ID)
+	}
+	for _, id := range jobs {
+		if g := ts.waitEnd(t, id); g.Status != api.StatusSucceeded {
+			t.Fatalf("job %s: %s", id, g.Status)
+		}
+	}
+	for range 2 * len(jobs) { // started and succeeded of each job
+		receive(t, rc.hung, "a webhook call")
+	}
+	later := time.Now().Add(ts.ret.grace() + 2*time.Second) // past every job's expiry
+	if n, err := ts.ret.sweep(later); err != nil || n != 0 {
+		t.Fatalf("a sweep while the webhook calls are pending removed %d jobs (%v); want none", n, err)
+	}
+	for _, id := range jobs {
+		if ds, err := ts.hooks.outbox.DeliveriesOf(id); err != nil || len(ds) != 2 {
+			t.Fatalf("job %s's deliveries after the sweep: %+v %v; want both, pending", id, ds, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for n, _ := ts.hooks.outbox.PendingDeliveries(); n > 0; n, _ = ts.hooks.outbox.PendingDeliveries() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries still pending", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, id := range jobs {
+		ds, err := ts.hooks.outbox.DeliveriesOf(id)
+		if err != nil || len(ds) != 2 {
+			t.Fatalf("job %s's deliveries: %+v %v", id, ds, err)
+		}
+		for _, d := range ds {
+			if d.State != store.DeliveryFailed || d.Attempts != 3 {
+				t.Errorf("delivery %s: %s after %d tries; want given up after 3", d.ID, d.State, d.Attempts)
+			}
+		}
+	}
+	if text, err := ts.client.Metrics(t.Context()); err != nil || !strings.Contains(text, `marspec_webhook_deliveries_total{outcome="gave_up"} 6`) {
+		t.Errorf("give-ups counted: %v\n%s", err, grepLines(text, "marspec_webhook"))
+	}
+	if n, err := ts.ret.sweep(later); err != nil || n != len(jobs) {
+		t.Fatalf("the sweep after the calls were given up removed %d jobs (%v); want %d", n, err, len(jobs))
+	}
+	if strings.Contains(log.String(), "tried again") {
+		t.Errorf("a delivery was logged as not recorded:\n%s", log)
+	}
+}

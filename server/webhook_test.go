@@ -297,6 +297,9 @@ func TestWebhookRefusedAtPost(t *testing.T) {
 		{public, `{"class":0,"webhook":"http://[::ffff:10.0.0.1]/x"}`, "webhook", "private"},
 		{public, `{"class":0,"webhook":"http://169.254.169.254/latest"}`, "webhook", "link-local"},
 		{public, `{"class":0,"webhook":"http://LocalHost:8080/x"}`, "webhook", "is this machine"},
+		{public, `{"class":0,"webhook":"http://[64:ff9b::a9fe:a9fe]/x"}`, "webhook", "private, loopback or link-local"}, // NAT64 of 169.254.169.254
+		{public, `{"class":0,"webhook":"http://[fec0::1]/x"}`, "webhook", "private, loopback or link-local"},            // site-local
+		{public, `{"class":0,"webhook":"http://[2002:a00:1::1]/x"}`, "webhook", "private, loopback or link-local"},      // 6to4 via 10.0.0.1
 		{public, `{"class":0,"webhook":"https://` + strings.Repeat("a", 2050) + `.com/"}`, "webhook", "longer than 2048"},
 	} {
 		a := c.ts.call(t, "POST", "/v1/generations", c.body)
@@ -317,19 +320,84 @@ func TestWebhookRefusedAtPost(t *testing.T) {
 	}
 }
 
-// Without an allow-list, the address actually dialled must be public: a name that resolves
-// to a private address is refused when the call connects, and the delivery is given up.
+// The address actually dialled must be public: a name that resolves to a private address is
+// refused when the call connects, and the delivery is given up. An IPv6 address embedding an
+// IPv4 one is judged by that one too.
 func TestWebhookDialRefusesPrivateAddresses(t *testing.T) {
 	d := &deliverer{}
 	for addr, public := range map[string]bool{"127.0.0.1:80": false, "10.1.2.3:443": false, "[::1]:80": false, "100.64.0.1:80": false,
-		"169.254.169.254:80": false, "[fd00::1]:443": false, "8.8.8.8:443": true, "[2001:4860:4860::8888]:443": true} {
+		"169.254.169.254:80": false, "[fd00::1]:443": false, "8.8.8.8:443": true, "[2001:4860:4860::8888]:443": true,
+		"[::ffff:169.254.169.254]:80":      false, // IPv4-mapped
+		"[::a9fe:a9fe]:80":                 false, // IPv4-compatible 169.254.169.254
+		"[64:ff9b::a9fe:a9fe]:80":          false, // NAT64 of 169.254.169.254
+		"[64:ff9b::7f00:1]:80":             false, // NAT64 of 127.0.0.1
+		"[64:ff9b::808:808]:443":           true,  // NAT64 of 8.8.8.8: how an IPv6-only network reaches it
+		"[64:ff9b:1::a9fe:a9fe]:80":        false, // NAT64 for local use
+		"[fec0::1]:80":                     false, // site-local
+		"[2002:a9fe:a9fe::1]:80":           false, // 6to4 via 169.254.169.254
+		"[2002:c0a8:101::1]:80":            false, // 6to4 via 192.168.1.1
+		"[2002:808:808::1]:443":            true,  // 6to4 via 8.8.8.8
+		"[2001:0:4136:e378::f5ff:fffe]:80": false, // Teredo, client 10.0.0.1 (inverted)
+		"[2001:0:7f00:1::f7f7:f7f7]:80":    false, // Teredo, server 127.0.0.1
+		"[2001:0:4136:e378::f7f7:f7f7]:80": true,  // Teredo, server 65.54.227.120, client 8.8.8.8
+	} {
 		err := d.checkDialled("tcp", addr, nil)
 		if (err == nil) != public || (err != nil && !errors.Is(err, errHostNotAllowed)) {
-			t.Errorf("%s: %v", addr, err)
+			t.Errorf("%s: %v; want public %v", addr, err, public)
 		}
 	}
-	d.hosts = []hostRule{{host: "127.0.0.1"}}
-	if err := d.checkDialled("tcp", "127.0.0.1:80", nil); err != nil {
-		t.Errorf("with an allow-list the operator's choice stands: %v", err)
+}
+
+// With --webhook-hosts the dial check still holds: a listed name that resolves to loopback
+// is refused, unless the list names the address itself as an IP (and its port, if it gives
+// one).
+func TestWebhookAllowListKeepsTheDialCheck(t *testing.T) {
+	for _, c := range []struct {
+		list, addr string
+		allowed    bool
+	}{
+		{"localhost", "127.0.0.1:9000", false},
+		{"hooks.example.com,*.internal.example", "10.0.0.7:443", false},
+		{"hooks.example.com", "8.8.8.8:443", true},
+		{"127.0.0.1", "127.0.0.1:9000", true},
+		{"127.0.0.1:9000", "127.0.0.1:9000", true},
+		{"127.0.0.1:9000", "127.0.0.1:9001", false},
+		{"[::1]", "[::1]:80", true},
+		{"10.0.0.7", "10.0.0.8:80", false},
+	} {
+		hosts, err := parseHostList(c.list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &deliverer{hosts: hosts}
+		if err := d.checkDialled("tcp", c.addr, nil); (err == nil) != c.allowed {
+			t.Errorf("--webhook-hosts %s, dialling %s: %v; want allowed %v", c.list, c.addr, err, c.allowed)
+		}
+	}
+}
+
+// End to end: a server whose --webhook-hosts lists the name localhost never calls it (it
+// resolves to loopback); the delivery is given up saying why, and the receiver sees nothing.
+func TestWebhookListedNameResolvingToLoopbackIsRefused(t *testing.T) {
+	rc := newReceiver(t, func(string, int) int { return http.StatusOK })
+	ts := start(t, "", false, func(c *Config) {
+		webhooksOn(c)
+		c.WebhookHosts = "localhost"
+	})
+	port := rc.URL[strings.LastIndex(rc.URL, ":")+1:]
+	req := api.GenerateRequest{Class: api.Classes{"1"}, N: 1, Mode: "draft", Seed: seed(8), Webhook: "http://localhost:" + port + "/hook",
+		WebhookEvents: []string{"succeeded"}}
+	g, err := ts.client.Generate(t.Context(), req, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := settled(t, ts, g.ID, 1).Deliveries[0]
+	if d.State != "failed" || d.Attempts != 1 || !strings.Contains(d.LastError, "not public") || strings.Contains(d.LastError, "127.0.0.1") {
+		t.Errorf("a call to a listed name resolving to loopback: %+v; want given up at once, naming no address", d)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if n := len(rc.tries); n != 0 {
+		t.Errorf("the receiver was called %d times", n)
 	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -15,10 +14,11 @@ import (
 
 // A request's webhook: checked when the job is posted, so a URL that can never be called is
 // a 400, not a delivery that fails for hours. Only http and https; only the hosts
-// --webhook-hosts names or, without that list, hosts whose addresses are public: a literal
-// private address or "localhost" is refused here, and a name is resolved when it is called
-// and every address it connects to is checked then (webhookDialer), which also defeats a name
-// that resolves differently later (DNS rebinding).
+// --webhook-hosts names or, without that list, any host: a literal private address or
+// "localhost" is refused here (unless listed), and a name is resolved when it is called and
+// every address it connects to is checked then (checkDialled): it must be public, or an IP
+// the list names literally, whether the name is listed or not. That also defeats a name that
+// resolves differently later (DNS rebinding).
 
 const maxWebhookURL = 2048
 
@@ -106,10 +106,14 @@ func (d *deliverer) hostAllowed(u *url.URL) error {
 	return nil
 }
 
-// publicAddr reports whether a webhook may connect to ip without an allow-list: not loopback,
-// private, link-local, multicast, unspecified, shared (100.64/10) or this network (0/8).
+// publicAddr reports whether a webhook may connect to ip without listing it: not loopback,
+// private, link-local, multicast, unspecified, shared (100.64/10), this network (0/8), nor
+// another range that is not globally reachable; and for an IPv6 address that embeds an IPv4
+// one (IPv4-mapped and -compatible, NAT64, 6to4, Teredo), the embedded address too, since a
+// translator or tunnel on the way delivers the call to it (64:ff9b::a9fe:a9fe is
+// 169.254.169.254).
 func publicAddr(ip netip.Addr) bool {
-	ip = ip.Unmap()
+	ip = ip.WithZone("").Unmap()
 	switch {
 	case ip.IsLoopback(), ip.IsPrivate(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsInterfaceLocalMulticast(),
 		ip.IsMulticast(), ip.IsUnspecified():
@@ -120,11 +124,44 @@ func publicAddr(ip netip.Addr) bool {
 			return false
 		}
 	}
+	for _, e := range embedsIPv4 {
+		if e.prefix.Contains(ip) {
+			for _, v4 := range e.embedded(ip.As16()) {
+				if !publicAddr(v4) {
+					return false
+				}
+			}
+		}
+	}
 	return true
 }
 
-var nonPublic = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("192.0.0.0/24"), netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("240.0.0.0/4")}
+// nonPublic are the ranges refused whole beyond the standard library's classes.
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("fec0::/10"),      // site-local (deprecated, still routed inside some networks)
+	netip.MustParsePrefix("64:ff9b:1::/48"), // NAT64 for local use: where it embeds its IPv4 address is the network's choice
+	netip.MustParsePrefix("100::/64"),       // discard-only
+	netip.MustParsePrefix("2001:db8::/32"),  // documentation
+}
+
+// embedsIPv4 are the IPv6 ranges whose addresses carry an IPv4 address, and where.
+var embedsIPv4 = []struct {
+	prefix   netip.Prefix
+	embedded func(a [16]byte) []netip.Addr
+}{
+	{netip.MustParsePrefix("::/96"), last32},        // IPv4-compatible (deprecated)
+	{netip.MustParsePrefix("64:ff9b::/96"), last32}, // NAT64, the well-known prefix
+	{netip.MustParsePrefix("2002::/16"), func(a [16]byte) []netip.Addr { // 6to4: the tunnel's IPv4 end
+		return []netip.Addr{netip.AddrFrom4([4]byte(a[2:6]))}
+	}},
+	{netip.MustParsePrefix("2001::/32"), func(a [16]byte) []netip.Addr { // Teredo: its server, and its client (bits inverted)
+		return []netip.Addr{netip.AddrFrom4([4]byte(a[4:8])), netip.AddrFrom4([4]byte{^a[12], ^a[13], ^a[14], ^a[15]})}
+	}},
+}
+
+func last32(a [16]byte) []netip.Addr { return []netip.Addr{netip.AddrFrom4([4]byte(a[12:16]))} }
 
 // wireWebhook is a job's webhook as its JSON shows it; with deliveries (one job's GET) their
 // state too.
@@ -157,13 +194,4 @@ func withoutQuery(raw string) string {
 	}
 	u.RawQuery = "…"
 	return u.String()
-}
-
-// hostOf is the host:port a dialled address names, for the dial check's message.
-func hostOf(address string) string {
-	h, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return address
-	}
-	return h
 }

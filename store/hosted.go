@@ -22,7 +22,9 @@ type Hosted interface {
 	Admit(j Job, maxInFlight int) (stored Job, replayed bool, err error)
 	// JobByIdempotencyKey is the job key created under Idempotency-Key idem (ErrNotFound: none).
 	JobByIdempotencyKey(key, idem string) (Job, error)
-	// Expired lists up to limit finished jobs whose retention ended before t, soonest expired first.
+	// Expired lists up to limit finished jobs whose retention ended before t, soonest expired
+	// first, leaving out a job with a webhook delivery still pending (deleting the job would
+	// drop the delivery with it): it is listed once its calls are made or given up.
 	Expired(t time.Time, limit int) ([]Job, error)
 	// SweepLease takes or renews, for d, the right to sweep: true for one holder at a time
 	// (always true on SQLite, whose one process is alone).
@@ -56,6 +58,10 @@ func (j Job) ExpiredAt(t time.Time) bool {
 
 // finished are the states a sweep may remove (never a job still queued or running).
 var finishedStates = []any{api.StatusSucceeded, api.StatusFailed, api.StatusCancelled}
+
+// noPendingDelivery is Expired's condition on a job's webhook outbox (both stores: the same
+// table): none of its deliveries is still to be made.
+const noPendingDelivery = `NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.job_id = jobs.id AND d.state = 'pending')`
 
 // hostedCols are the columns of a job's key, idempotency and retention, read after the
 // others (scanJob, scanPgJob) and written with them (CreateJob).

@@ -14,8 +14,11 @@ import "time"
 // nothing, and the row is delivered again by whoever claims it next: at least once.
 type Outbox interface {
 	// ClaimDeliveries leases to owner up to limit pending deliveries due at now (unleased, or
-	// their lease run out), oldest due first, each as a new attempt (Delivery.Attempts).
-	ClaimDeliveries(owner string, lease time.Duration, now time.Time, limit int) ([]Delivery, error)
+	// their lease run out), oldest due first, each as a new attempt (Delivery.Attempts); of the
+	// deliveries of one key's jobs (Job.Key), only as many as leave owner holding at most
+	// perKey of that key's under an unexpired lease, so that one key's slow receiver holds
+	// at most perKey of a deliverer's calls.
+	ClaimDeliveries(owner string, lease time.Duration, now time.Time, limit, perKey int) ([]Delivery, error)
 	// FreezeBody keeps body as the delivery's body unless one was kept before, and returns
 	// the kept one: every attempt sends the same bytes.
 	FreezeBody(h DeliveryHold, body []byte) ([]byte, error)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ func TestOutboxConformance(t *testing.T) {
 				{"status changes write deliveries", caseOutboxWrites},
 				{"claims are leased and fenced", caseOutboxLeases},
 				{"retries and giving up", caseOutboxRetries},
+				{"an expired job waits for its deliveries", caseOutboxKeepsExpired},
+				{"at most perKey of one key's deliveries held", caseOutboxPerKey},
 			} {
 				t.Run(c.name, func(t *testing.T) {
 					m := impl.open(t)
@@ -101,11 +104,11 @@ func caseOutboxLeases(t *testing.T, m Meta, o Outbox) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	got, err := o.ClaimDeliveries("one", 300*time.Millisecond, now, 10)
+	got, err := o.ClaimDeliveries("one", 300*time.Millisecond, now, 10, 10)
 	if err != nil || len(got) != 1 || got[0].Attempts != 1 || got[0].Body != nil {
 		t.Fatalf("claim: %+v, %v", got, err)
 	}
-	if again, err := o.ClaimDeliveries("two", time.Minute, now, 10); err != nil || len(again) != 0 {
+	if again, err := o.ClaimDeliveries("two", time.Minute, now, 10, 10); err != nil || len(again) != 0 {
 		t.Fatalf("claimed twice within the lease: %+v, %v", again, err)
 	}
 	first := got[0].Hold("one")
@@ -114,7 +117,7 @@ func caseOutboxLeases(t *testing.T, m Meta, o Outbox) {
 		t.Fatalf("freeze: %q, %v", body, err)
 	}
 	time.Sleep(400 * time.Millisecond) // the lease runs out: "one" was killed
-	taken, err := o.ClaimDeliveries("two", time.Minute, time.Now(), 10)
+	taken, err := o.ClaimDeliveries("two", time.Minute, time.Now(), 10, 10)
 	if err != nil || len(taken) != 1 || taken[0].Attempts != 2 || string(taken[0].Body) != `{"first":1}` {
 		t.Fatalf("claim after the lease: %+v, %v", taken, err)
 	}
@@ -143,28 +146,98 @@ func caseOutboxRetries(t *testing.T, m Meta, o Outbox) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	got, _ := o.ClaimDeliveries("one", time.Minute, now, 10)
+	got, _ := o.ClaimDeliveries("one", time.Minute, now, 10, 10)
 	if len(got) != 1 {
 		t.Fatalf("claim: %+v", got)
 	}
 	if ok, err := o.DeliveryFailed(got[0].Hold("one"), 500, "answered 500", now.Add(time.Hour), false); err != nil || !ok {
 		t.Fatalf("failed attempt: %v, %v", ok, err)
 	}
-	if early, _ := o.ClaimDeliveries("one", time.Minute, now.Add(time.Minute), 10); len(early) != 0 {
+	if early, _ := o.ClaimDeliveries("one", time.Minute, now.Add(time.Minute), 10, 10); len(early) != 0 {
 		t.Fatalf("claimed before its next attempt: %+v", early)
 	}
-	later, _ := o.ClaimDeliveries("one", time.Minute, now.Add(2*time.Hour), 10)
+	later, _ := o.ClaimDeliveries("one", time.Minute, now.Add(2*time.Hour), 10, 10)
 	if len(later) != 1 || later[0].Attempts != 2 || later[0].LastStatus != 500 || later[0].LastError != "answered 500" {
 		t.Fatalf("the retry: %+v", later)
 	}
 	if ok, err := o.DeliveryFailed(later[0].Hold("one"), 0, "connection refused", time.Time{}, true); err != nil || !ok {
 		t.Fatalf("giving up: %v, %v", ok, err)
 	}
-	if none, _ := o.ClaimDeliveries("one", time.Minute, now.Add(100*time.Hour), 10); len(none) != 0 {
+	if none, _ := o.ClaimDeliveries("one", time.Minute, now.Add(100*time.Hour), 10, 10); len(none) != 0 {
 		t.Fatalf("claimed after giving up: %+v", none)
 	}
 	ds, _ := o.DeliveriesOf("r")
 	if d := ds[0]; d.State != DeliveryFailed || d.LastError != "connection refused" || d.Attempts != 2 {
 		t.Errorf("given up: %+v", d)
+	}
+}
+
+// A job past its retention is not offered to the sweep while a delivery of it is pending
+// (deleting the job would drop the delivery), and is once the delivery is given up.
+func caseOutboxKeepsExpired(t *testing.T, m Meta, o Outbox) {
+	j := hooked("kept", 1, "succeeded")
+	j.Retain = time.Second
+	mustCreate(t, m, j)
+	if err := m.Finish("kept", api.StatusSucceeded, "", base); err != nil {
+		t.Fatal(err)
+	}
+	h := m.(Hosted)
+	if got, err := h.Expired(base.Add(time.Hour), 10); err != nil || len(got) != 0 {
+		t.Fatalf("expired with a delivery pending: %v %v; want none", ids(got), err)
+	}
+	got, _ := o.ClaimDeliveries("one", time.Minute, time.Now(), 10, 10)
+	if len(got) != 1 {
+		t.Fatalf("claim: %+v", got)
+	}
+	if ok, err := o.DeliveryFailed(got[0].Hold("one"), 0, "connection refused", time.Now(), true); err != nil || !ok {
+		t.Fatalf("giving up: %v, %v", ok, err)
+	}
+	if got, err := h.Expired(base.Add(time.Hour), 10); err != nil || len(got) != 1 || got[0].ID != "kept" {
+		t.Errorf("expired once the delivery was given up: %v %v; want kept", ids(got), err)
+	}
+}
+
+// An owner holds at most perKey of one key's deliveries at once: another key's are claimed
+// beside them, and the key's next one once one of its calls has been recorded; another owner
+// has a bound of its own.
+func caseOutboxPerKey(t *testing.T, m Meta, o Outbox) {
+	ids := []string{"a1", "a2", "a3", "a4", "b1"}
+	for i, id := range ids {
+		j := hooked(id, i, "succeeded")
+		j.Key = map[byte]string{'a': "alice", 'b': "bob"}[id[0]]
+		mustCreate(t, m, j)
+		if err := m.Finish(id, api.StatusSucceeded, "", base.Add(time.Duration(i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(owner string) []string {
+		t.Helper()
+		got, err := o.ClaimDeliveries(owner, time.Minute, time.Now(), 10, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, d := range got {
+			out = append(out, d.JobID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	first := claim("one")
+	if !slices.Equal(first, []string{"a1", "a2", "b1"}) {
+		t.Fatalf("the first claim: %v; want alice's two oldest and bob's", first)
+	}
+	if got := claim("one"); len(got) != 0 {
+		t.Fatalf("claimed past alice's bound: %v", got)
+	}
+	ds, _ := o.DeliveriesOf("a1")
+	if ok, err := o.Delivered(ds[0].Hold("one"), 200, time.Now()); err != nil || !ok {
+		t.Fatalf("delivered: %v %v", ok, err)
+	}
+	if got := claim("one"); !slices.Equal(got, []string{"a3"}) {
+		t.Fatalf("after one of alice's calls ended: %v; want a3", got)
+	}
+	if got := claim("two"); !slices.Equal(got, []string{"a4"}) {
+		t.Fatalf("another owner: %v; want a4", got)
 	}
 }

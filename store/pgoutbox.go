@@ -17,14 +17,25 @@ const deliveryCols = `id, job_id, event, url, status, error, started, finished, 
 // unleased or its lease run out (checked again after the row lock, as claimable is for jobs).
 const dueDelivery = `state = 'pending' AND next_attempt <= $1 AND (owner IS NULL OR lease_until < now())`
 
-// ClaimDeliveries leases due deliveries in one statement (FOR UPDATE SKIP LOCKED): two
-// replicas never take the same one, and no transaction stays open while it is delivered.
-func (p *Postgres) ClaimDeliveries(owner string, lease time.Duration, now time.Time, limit int) ([]Delivery, error) {
+// ClaimDeliveries leases due deliveries in one statement, at most perKey of one key's held
+// by owner: a due delivery's place in its key's line, after the ones owner holds already,
+// decides whether it is taken. Two replicas never take the same one (the update checks that
+// each row is still due once it holds the row's lock), and no transaction stays open while it
+// is delivered.
+func (p *Postgres) ClaimDeliveries(owner string, lease time.Duration, now time.Time, limit, perKey int) ([]Delivery, error) {
 	ctx, cancel := opCtx()
 	defer cancel()
-	rows, err := p.pool.Query(ctx, `UPDATE webhook_deliveries SET owner = $2, lease_until = now() + $3::interval, attempts = attempts + 1
-		WHERE id IN (SELECT id FROM webhook_deliveries WHERE `+dueDelivery+` ORDER BY next_attempt, created LIMIT $4 FOR UPDATE SKIP LOCKED)
-		AND `+dueDelivery+` RETURNING `+deliveryCols, now.UnixNano(), owner, lease, limit)
+	rows, err := p.pool.Query(ctx, `WITH held AS (
+			SELECT j.api_key, count(*) AS n FROM webhook_deliveries d JOIN jobs j ON j.id = d.job_id
+			WHERE d.state = 'pending' AND d.owner = $2 AND d.lease_until >= now() GROUP BY j.api_key),
+		due AS (
+			SELECT d.id, d.next_attempt, d.created,
+				row_number() OVER (PARTITION BY j.api_key ORDER BY d.next_attempt, d.created) + COALESCE(h.n, 0) AS place
+			FROM webhook_deliveries d JOIN jobs j ON j.id = d.job_id LEFT JOIN held h ON h.api_key = j.api_key
+			WHERE d.state = 'pending' AND d.next_attempt <= $1 AND (d.owner IS NULL OR d.lease_until < now()))
+		UPDATE webhook_deliveries SET owner = $2, lease_until = now() + $3::interval, attempts = attempts + 1
+		WHERE id IN (SELECT id FROM due WHERE place <= $5 ORDER BY next_attempt, created LIMIT $4)
+		AND `+dueDelivery+` RETURNING `+deliveryCols, now.UnixNano(), owner, lease, limit, perKey)
 	if err != nil {
 		return nil, dbErr(err)
 	}

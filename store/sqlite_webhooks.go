@@ -46,14 +46,22 @@ func addWebhookOutbox(db *sql.DB) error {
 	return err
 }
 
-// ClaimDeliveries leases due deliveries (one process: the lease only matters across a
-// restart, when a claim left by the previous process runs out and is taken again).
-func (s *SQLite) ClaimDeliveries(owner string, lease time.Duration, now time.Time, limit int) ([]Delivery, error) {
-	t := now.UnixNano()
-	rows, err := s.db.Query(`UPDATE webhook_deliveries SET owner = ?, lease_until = ?, attempts = attempts + 1
-		WHERE id IN (SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_attempt <= ? AND (owner IS NULL OR lease_until < ?)
-			ORDER BY next_attempt, created LIMIT ?)
-		RETURNING `+deliveryCols, owner, now.Add(lease).UnixNano(), t, t, limit)
+// ClaimDeliveries leases due deliveries, at most perKey of one key's held by owner (one
+// process: the lease only matters across a restart, when a claim left by the previous process
+// runs out and is taken again). A due delivery's place in its key's line, after the ones
+// owner holds already, decides whether it is taken.
+func (s *SQLite) ClaimDeliveries(owner string, lease time.Duration, now time.Time, limit, perKey int) ([]Delivery, error) {
+	rows, err := s.db.Query(`WITH held AS (
+			SELECT j.api_key, COUNT(*) AS n FROM webhook_deliveries d JOIN jobs j ON j.id = d.job_id
+			WHERE d.state = 'pending' AND d.owner = ?1 AND d.lease_until >= ?3 GROUP BY j.api_key),
+		due AS (
+			SELECT d.id, d.next_attempt, d.created,
+				ROW_NUMBER() OVER (PARTITION BY j.api_key ORDER BY d.next_attempt, d.created) + COALESCE(h.n, 0) AS place
+			FROM webhook_deliveries d JOIN jobs j ON j.id = d.job_id LEFT JOIN held h ON h.api_key = j.api_key
+			WHERE d.state = 'pending' AND d.next_attempt <= ?3 AND (d.owner IS NULL OR d.lease_until < ?3))
+		UPDATE webhook_deliveries SET owner = ?1, lease_until = ?2, attempts = attempts + 1
+		WHERE id IN (SELECT id FROM due WHERE place <= ?5 ORDER BY next_attempt, created LIMIT ?4)
+		RETURNING `+deliveryCols, owner, now.Add(lease).UnixNano(), now.UnixNano(), limit, perKey)
 	if err != nil {
 		return nil, dbErr(err)
 	}
