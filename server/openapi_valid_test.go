@@ -109,5 +109,8 @@ func TestOpenAPIValidatesLiveAnswers(t *testing.T) {
 	spec.check("GET", "/v1/keys", "")
 	spec.check("GET", "/healthz", "")
 	spec.check("GET", "/readyz", "")
+	spec.check("GET", "/openai/v1/models", "")
+	spec.check("POST", "/openai/v1/images/generations", `{"prompt": "Pullover", "n": 2, "quality": "standard", "response_format": "url"}`)
+	spec.check("POST", "/openai/v1/images/generations", `{"prompt": "Pullover", "size": "1024x1024"}`)
 	spec.check("DELETE", "/v1/generations/"+g.ID, "")
 }
