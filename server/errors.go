@@ -60,9 +60,10 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-// fail writes err as {"error", "field"} with its status; 500s are logged and their detail
-// kept out of the answer. A store that is down is a 503 naming which store and why in words
-// without addresses (store.UnavailableError); the driver's message goes to the log.
+// fail writes err as {"error", "field"} with its status (in OpenAI's shape on the OpenAI
+// routes, openai.go); 500s are logged and their detail kept out of the answer. A store that
+// is down is a 503 naming which store and why in words without addresses
+// (store.UnavailableError); the driver's message goes to the log.
 func (s *Server) fail(c *gin.Context, err error) {
 	code := statusOf(err)
 	body := api.ErrorBody{Error: err.Error(), Field: generation.Field(err)}
@@ -84,6 +85,15 @@ func (s *Server) fail(c *gin.Context, err error) {
 		c.Header("Retry-After", strconv.Itoa(max(1, int(s.cfg.RetryAfter.Seconds()))))
 	case errors.As(err, &tooBig):
 		body.Error = "request body larger than " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"
+	}
+	answerError(c, code, body)
+}
+
+// answerError writes an error body: marspec's, or OpenAI's on the OpenAI routes.
+func answerError(c *gin.Context, code int, body api.ErrorBody) {
+	if isOpenAIPath(c.Request.URL.Path) {
+		c.AbortWithStatusJSON(code, openAIErrorOf(code, body))
+		return
 	}
 	c.AbortWithStatusJSON(code, body)
 }
@@ -149,7 +159,7 @@ func jsonKind(goType string) string {
 		return "true or false"
 	case "string":
 		return "a string"
-	case "api.GenerateRequest":
+	case "api.GenerateRequest", "server.openAIImageRequest":
 		return "a JSON object"
 	}
 	return goType

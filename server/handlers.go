@@ -23,32 +23,16 @@ func (s *Server) create(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	var replayed bool
 	var req api.GenerateRequest
 	if err := decodeStrict(c.Request, &req); err != nil {
 		s.fail(c, err)
 		return
 	}
-	plan, err := generation.Validate(req, s.cat)
-	if err == nil {
-		err = s.checkHostedFields(&req, callerOf(c))
-	}
+	id, err := s.submit(c, req)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	job, err := s.newJob(c, req, plan) // owner, Idempotency-Key, retention; the seed filled in
-	if err == nil {
-		job, replayed, err = s.admit(c, job) // stored, or the job its Idempotency-Key made
-	}
-	if err == nil && !replayed {
-		err = s.enqueue(job, plan)
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	id := job.ID
 	c.Header("Location", "/v1/generations/"+id)
 	if wait > 0 {
 		s.await(c.Request.Context(), id, wait)
@@ -63,6 +47,27 @@ func (s *Server) create(c *gin.Context) {
 		code = http.StatusOK
 	}
 	c.JSON(code, g)
+}
+
+// submit validates req, stores it as a job and queues it, and returns the job's id: the one
+// path every way of asking for images takes (POST /v1/generations, the OpenAI adapter).
+func (s *Server) submit(c *gin.Context, req api.GenerateRequest) (string, error) {
+	plan, err := generation.Validate(req, s.cat)
+	if err == nil {
+		err = s.checkHostedFields(&req, callerOf(c))
+	}
+	if err != nil {
+		return "", err
+	}
+	var replayed bool
+	job, err := s.newJob(c, req, plan) // owner, Idempotency-Key, retention; the seed filled in
+	if err == nil {
+		job, replayed, err = s.admit(c, job) // stored, or the job its Idempotency-Key made
+	}
+	if err == nil && !replayed {
+		err = s.enqueue(job, plan)
+	}
+	return job.ID, err
 }
 
 // get is GET /v1/generations/{id}.

@@ -88,12 +88,15 @@ func TestOpenAPIRequestFields(t *testing.T) {
 	}
 }
 
-// The schemas of the answers list exactly the JSON fields of their Go types (fields tagged
-// "-", such as Generation.Replayed, are the client's own).
+// The schemas of the answers (and of the OpenAI adapter's request) list exactly the JSON
+// fields of their Go types (fields tagged "-", such as Generation.Replayed, are the client's
+// own).
 func TestOpenAPIAnswerFields(t *testing.T) {
 	doc := loadOpenAPI(t)
 	for schema, v := range map[string]any{"Generation": api.Generation{}, "Error": api.ErrorBody{}, "Key": api.Key{}, "Keys": api.Keys{},
-		"Webhook": api.Webhook{}, "WebhookDelivery": api.WebhookDelivery{}, "WebhookPayload": api.WebhookPayload{}} {
+		"Webhook": api.Webhook{}, "WebhookDelivery": api.WebhookDelivery{}, "WebhookPayload": api.WebhookPayload{},
+		"OpenAIImageRequest": openAIImageRequest{}, "OpenAIImages": openAIImages{}, "OpenAIImageData": openAIImageData{},
+		"OpenAIModelList": openAIModelList{}} {
 		var inSpec, inGo []string
 		for name := range doc.Components.Schemas[schema].Properties {
 			inSpec = append(inSpec, name)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"marspec/api"
 )
 
 //go:embed openapi.json
@@ -21,14 +23,14 @@ func (s *Server) routes() http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, v any) {
 		s.log.Error("panic", "path", c.Request.URL.Path, "value", v)
-		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": "internal error (logged)"})
+		answerError(c, http.StatusInternalServerError, api.ErrorBody{Error: "internal error (logged)"})
 	}))
 	r.Use(s.observe, s.limitBody)
 	r.NoRoute(func(c *gin.Context) { s.fail(c, errNotFound) })
 	r.NoMethod(func(c *gin.Context) {
 		allowed := allowedMethods(r.Routes(), c.Request.URL.Path)
 		c.Header("Allow", strings.Join(allowed, ", "))
-		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, gin.H{"error": "method " + c.Request.Method +
+		answerError(c, http.StatusMethodNotAllowed, api.ErrorBody{Error: "method " + c.Request.Method +
 			" not allowed here (allowed: " + strings.Join(allowed, ", ") + ")"})
 	})
 
@@ -42,6 +44,7 @@ func (s *Server) routes() http.Handler {
 	v1.GET("/images/:file", s.ret.tracked, s.image)
 	v1.GET("/models", s.models)
 	v1.GET("/keys", s.listKeys)
+	s.openAIRoutes(r)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)
 	r.GET("/metrics", gin.WrapH(s.metrics.handler()))
