@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Precision as a preset's setting (docs/FRONTIER.md, "Precision per request"): the embedded pack's
+# Precision as a preset's setting (docs/FRONTIER.md, "Does int8 cost quality?"): the embedded pack's
 # three tuned presets (fast, balanced and quality, scripts/bench/tuned_presets.sh) at fp32 and, in the same runs, at int8
 # (the configuration key precision=int8 opens the packs' int8 graphs beside the fp32 ones), with
 # the one-token-per-step target as the reference. Same design as frontier_temperature.sh, CFG 1

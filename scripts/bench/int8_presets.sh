@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # int8 on the frontier again, for the presets the embedded pack ships (docs/FRONTIER.md,
-# "int8 with today's presets"): fast, balanced and quality as frontier configurations at
+# "Does int8 cost quality?"): fast, balanced and quality as frontier configurations at
 # --precision int8 (a process-wide setting, so they run in frontier runs of their own), CFG 1,
 # N images per configuration at seeds 1, 2 and 3, two lanes (one per core), nice 19, one ONNX thread;
 # paired against the same configurations at fp32 and the same seed in docs/results/2026-11-26-head-tuned-at-t09.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU numbers (docs/BENCHMARKS.md, "GPU") in one command (docs/gpu.md says how to run it on a lent GPU).
+# The GPU numbers (docs/BENCHMARKS.md, "How fast on a GPU?") in one command (docs/gpu.md says how to run it on a lent GPU).
 #
 #   bash scripts/gpu/gpu_bench.sh [--device cuda:N] [--official DIR] [gpu_bench.py options]
 #   bash scripts/gpu/gpu_bench.sh --tiny          the same on the CPU at tiny sizes (a check that runs)
