@@ -17,7 +17,7 @@ func f64(v float64) *float64 { return &v }
 func i(v int) *int           { return &v }
 func u64(v uint64) *uint64   { return &v }
 
-// Each defect from issue 8 that concerns request values, and more: a FieldError naming the
+// Each defect once found in request values by trying bad input, and more: a FieldError naming the
 // field, wrapping ErrInvalid, with what is allowed.
 func TestValidateRejects(t *testing.T) {
 	_, cat := TestModels()

@@ -6,7 +6,7 @@ import "golang.org/x/sys/cpu"
 // may be expected to move from its fp32 graph on this CPU: 0.03 with VNNI, 0.1 without. On
 // AVX2 alone ONNX Runtime's u8 x s8 kernel adds products pairwise into int16, which saturates
 // (6 to 8% measured on the embedded target, against 1.1 to 1.3% with VNNI; docs/BENCHMARKS.md,
-// "Reduced precision").
+// "int8 on the CPU").
 func Int8ToleranceRMS() float64 {
 	if cpu.X86.HasAVX512VNNI || cpu.X86.HasAVXVNNI {
 		return 0.03

@@ -205,7 +205,7 @@ func readFrontierRun(dir string) (frontierRun, error) {
 }
 
 // Replot writes a finished run's table and plot again from its frontier.json, with
-// this version's rules and pictures, without the run's images: the way docs/frontier/ is
+// this version's rules and pictures, without the run's images: the way docs/results/ is
 // redrawn, and a run is re-read after marspec changes how it marks or draws the frontier.
 func Replot(dir string, w io.Writer) error {
 	run, err := readFrontierRun(dir)

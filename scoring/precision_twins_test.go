@@ -14,7 +14,7 @@ func TestPairedWorse(t *testing.T) {
 		d     []float64
 		worse bool
 	}{
-		{[]float64{0.60, 0.64, 0.67}, true},   // stop 37's balanced at int8: t = 27
+		{[]float64{0.60, 0.64, 0.67}, true},   // balanced at int8 (2026-11-26 runs): t = 27
 		{[]float64{0.00, -0.03, 0.01}, false}, // fast at int8: mean below zero
 		{[]float64{0.1, 0.1, 0.1}, true},      // identical and above zero
 		{[]float64{0.5, -0.4, 0.3}, false},    // mean 0.13, t = 0.49

@@ -24,7 +24,7 @@ type Chosen struct {
 //     no worse than balanced's (the rule of the default): the default never trades quality
 //     against what the pack runs without training. Within the floor alone let a point 3 to 5
 //     FID worse than balanced through once the head's points all beat the one-token-per-step
-//     reference (docs/FRONTIER.md, "Temperature on the head");
+//     reference (docs/results/archive-2026-11.md, "Temperature on the head and the opening memo");
 //   - balanced: the fastest training-free point (no distilled head) within the noise floor that
 //     no other training-free point dominates, which every pack runs; fast falls back to it
 //     where it cannot run. Among the training-free points only: a head point that dominates it

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The rules on the embedded pair's CFG 1 report of stop 35 (speeds and mean paired FIDs
+// The rules on the embedded pair's CFG 1 report of the 2026-11-26 temperature runs (speeds and mean paired FIDs
 // rounded; noise floor 1): the head points dominate the 10-step ddim point, yet it stays
 // balanced (a pack without the head runs it); fast is the fastest Pareto point no worse than
 // balanced (num_iter 3 with the head, not the faster num_iter 2 that is 3.4 worse); quality is

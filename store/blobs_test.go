@@ -137,7 +137,7 @@ func TestOpenS3RefusesBadURLs(t *testing.T) {
 
 // Replicas started together all find no bucket and all make it; every one of them must open.
 // Eight openers meet at a barrier before each of five fresh buckets, so their checks and makes
-// overlap (without the race handled, stop 37's image check lost a replica this way).
+// overlap (without the race handled, a CI image check once lost a replica this way).
 func TestOpenS3ReplicasMakeTheBucketTogether(t *testing.T) {
 	server := storetest.S3(t)
 	const openers = 8

@@ -7,7 +7,7 @@ import (
 	"marspec/api"
 )
 
-// What a hosted API needs of the store (issue 31): a job admitted under its key's quota and
+// What a hosted API needs of the store: a job admitted under its key's quota and
 // Idempotency-Key in one step, so that the limits hold across replicas, and the jobs past
 // their retention, found for the sweep that one replica at a time runs.
 

@@ -134,7 +134,7 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 		{"bad schedule", nil, []string{"generate", "--schedule", "eager", "--out", out}, `schedule "eager": unknown (allowed: auto, batched, lazy)`},
 		{"bad prefill", nil, []string{"generate", "--prefill", "1.5", "--out", out}, "prefill 1.5: out of range"},
 		{"bad mode", nil, []string{"generate", "--mode", "fast", "--out", out}, `mode "fast": unknown`},
-		// issue 8's defects: each of these ran (exit 0, or failed only after generating) before
+		// defects once found by trying bad values: each of these ran (exit 0, or failed only after generating) before
 		{"cfg NaN", nil, []string{"generate", "--cfg", "nan", "--out", out}, "cfg NaN: out of range"},
 		{"temperature 0", nil, []string{"generate", "--temperature", "0", "--out", out}, "temperature 0: out of range"},
 		{"temperature NaN", nil, []string{"generate", "--temperature", "NaN", "--out", out}, "temperature NaN: out of range"},
@@ -189,7 +189,7 @@ func TestModelsListsClasses(t *testing.T) {
 	// the draft's (none in its manifest) derived and saying so
 	for _, want := range []string{"fmnist-target", "fmnist-draft", "7=Sneaker", "9=Ankle boot",
 		"defaults: num_iter 49, ddpm in 50 steps, cfg 1 (linear), temperature 1 [chosen: ",
-		"preset fast (default): target alone, 3 AR steps, distilled in 1 step, temperature 0.85, int8 weights on a CPU", "[measured: frontier runs docs/frontier/precision38/cfg1-seed1",
+		"preset fast (default): target alone, 3 AR steps, distilled in 1 step, temperature 0.85, int8 weights on a CPU", "[measured: frontier runs docs/results/2026-11-26-precision-per-request/cfg1-seed1",
 		"precisions: fp32, int8 (--precision, or a request's precision)",
 		"settings: none in the manifest; derived from the embedded pack's"} {
 		if !strings.Contains(out, want) {

@@ -23,8 +23,8 @@ func TestTuneRegeneratesTheEmbeddedPresets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pack, "manifest.json"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runs := "docs/frontier/precision38/cfg1-seed1,docs/frontier/precision38/cfg1-seed2,docs/frontier/precision38/cfg1-seed3"
-	speed := "docs/frontier/precision38/speed-cfg1,docs/frontier/precision38/speed2-cfg1"
+	runs := "docs/results/2026-11-26-precision-per-request/cfg1-seed1,docs/results/2026-11-26-precision-per-request/cfg1-seed2,docs/results/2026-11-26-precision-per-request/cfg1-seed3"
+	speed := "docs/results/2026-11-26-precision-per-request/speed-cfg1,docs/results/2026-11-26-precision-per-request/speed2-cfg1"
 	if err := runTune([]string{"--pack", pack, "--runs", runs, "--speed", speed}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestTuneAPackWithoutSettings(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pack, "manifest.json"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runs := "docs/frontier/samplers/cfg3-seed1,docs/frontier/samplers/cfg3-seed2,docs/frontier/samplers/cfg3-seed3"
+	runs := "docs/results/2026-11-25-head-samplers/cfg3-seed1,docs/results/2026-11-25-head-samplers/cfg3-seed2,docs/results/2026-11-25-head-samplers/cfg3-seed3"
 	err = runTune([]string{"--pack", pack, "--runs", runs})
 	// the draft pack has no distilled head: fast (distilled) needs its fallback, which exists
 	if err != nil {
@@ -82,7 +82,7 @@ func TestTuneAPackWithoutSettings(t *testing.T) {
 		t.Fatalf("settings: %+v", s)
 	}
 	for name, p := range s.Presets {
-		if p.CFG == nil || *p.CFG != 3 || !strings.HasPrefix(p.Provenance, "measured: frontier runs docs/frontier/samplers/cfg3-seed1") {
+		if p.CFG == nil || *p.CFG != 3 || !strings.HasPrefix(p.Provenance, "measured: frontier runs docs/results/2026-11-25-head-samplers/cfg3-seed1") {
 			t.Errorf("%s: cfg %v, provenance %q; want cfg 3 (the runs') and the runs named", name, p.CFG, p.Provenance)
 		}
 	}

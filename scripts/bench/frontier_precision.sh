@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Precision as a preset's setting (docs/FRONTIER.md, "Precision per request"): the embedded pack's
-# three tuned presets (stop 36's fast, balanced and quality) at fp32 and, in the same runs, at int8
+# Precision as a preset's setting (docs/FRONTIER.md, "Does int8 cost quality?"): the embedded pack's
+# three tuned presets (fast, balanced and quality, scripts/bench/tuned_presets.sh) at fp32 and, in the same runs, at int8
 # (the configuration key precision=int8 opens the packs' int8 graphs beside the fp32 ones), with
 # the one-token-per-step target as the reference. Same design as frontier_temperature.sh, CFG 1
 # only (the presets are tuned at CFG 1):
@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 what="${1:-all}"; n="${2:-2000}"; out="${3:-runs/frontier-precision}"; n_speed="${4:-640}"
 bin="${MARSPEC:-./bin/marspec}"
-. scripts/bench/presets36.sh # fast, balanced, quality
+. scripts/bench/tuned_presets.sh # fast, balanced, quality
 configs="$fast,$balanced,$quality,$fast:precision=int8,$balanced:precision=int8,$quality:precision=int8"
 mkdir -p "$out"
 fid_run() { # seed

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 18 part 3: the paired frontier with the head samplers, step counts and the distilled
-# head (docs/FRONTIER.md, "Head samplers and the distilled head on the frontier"). Six frontier
+# The paired frontier with the head samplers, step counts and the distilled
+# head (docs/FRONTIER.md, "Which head sampler, without training?"). Six frontier
 # runs, N images per configuration, CFG 1 and 3, seeds 1, 2 and 3, two at a time (one per core):
 #   seed 1: every configuration plus the one-token-per-step target, which is also sampled again
 #           at seed 2 (the paired reference of the seed-2 runs and the noise floor);

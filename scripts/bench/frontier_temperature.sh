@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 26, the head's aims: the paired frontier with temperature as a configuration's setting
+# The paired frontier with temperature as a configuration's setting
 # (the distilled head's input noise scaled, as MAR's temperature scales its reverse steps'
 # noise), beside the training-free points at the same temperatures (docs/FRONTIER.md,
-# "Temperature"). Same design as frontier_issue26.sh:
+# "The frontier around the presets"). Same design as frontier_finetuned_head.sh:
 #   fid:   N images per configuration, CFG 1 and 3, seeds 1, 2 and 3, two lanes (one per core);
 #          seeds 1 and 3 hold the one-token-per-step target and its second sample (the seed-2
 #          runs' reference and the noise floor); nice 19, one ONNX thread per process;

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# int8 on the frontier again, for the presets the embedded pack ships since stop 36 (docs/FRONTIER.md,
-# "int8 with today's presets"): fast, balanced and quality as frontier configurations at
+# int8 on the frontier again, for the presets the embedded pack ships (docs/FRONTIER.md,
+# "Does int8 cost quality?"): fast, balanced and quality as frontier configurations at
 # --precision int8 (a process-wide setting, so they run in frontier runs of their own), CFG 1,
 # N images per configuration at seeds 1, 2 and 3, two lanes (one per core), nice 19, one ONNX thread;
-# paired against the same configurations at fp32 and the same seed in docs/frontier/head36.
+# paired against the same configurations at fp32 and the same seed in docs/results/2026-11-26-head-tuned-at-t09.
 # Then the speeds on the machine left quiet: N_SPEED images per configuration, seed 7, the int8 and
 # the fp32 run at once (one per core), each with the one-token-per-step target at its own precision.
 # usage: make build && bash scripts/bench/int8_presets.sh [all|report] [N=2000] [OUT=runs/int8-presets] [N_SPEED=320]
-#   report: the table only, from OUT's frontier.json files (e.g. the committed docs/frontier/int8-37)
+#   report: the table only, from OUT's frontier.json files (e.g. the committed docs/results/2026-11-26-int8-presets)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 what="${1:-all}"; n="${2:-2000}"; out="${3:-runs/int8-presets}"; n_speed="${4:-320}"
 bin="${MARSPEC:-./bin/marspec}"
-. scripts/bench/presets36.sh # fast, balanced, quality
+. scripts/bench/tuned_presets.sh # fast, balanced, quality
 configs="$fast,$balanced,$quality"
 mkdir -p "$out"
 fid_run() { # seed
@@ -38,7 +38,7 @@ ref = {p: speed[p]["target"]["images_per_second"] for p in speed}
 print("| configuration | int8 − fp32 FID, seeds 1 / 2 / 3 | mean | int8 / fp32 images/s | int8 vs the fp32 target |")
 print("|---|---|---|---|---|")
 int8 = [rows(f"{out}/int8-cfg1-seed{s}") for s in (1, 2, 3)]
-fp32 = [rows(f"docs/frontier/head36/cfg1-seed{s}") for s in (1, 2, 3)]
+fp32 = [rows(f"docs/results/2026-11-26-head-tuned-at-t09/cfg1-seed{s}") for s in (1, 2, 3)]
 for c in int8[0]:
     d = [i[c]["fid"] - f[c]["fid"] for i, f in zip(int8, fp32)]
     i8, f32 = speed["int8"][c]["images_per_second"], speed["fp32"][c]["images_per_second"]

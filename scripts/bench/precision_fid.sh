@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# int8 against fp32 on an embedded model (docs/FRONTIER.md "Reduced precision"): the target or the
+# int8 against fp32 on an embedded model (docs/results/archive-2026-11.md, "Reduced precision: int8 weights"): the target or the
 # draft at num_iter 4 with 25 ddpm steps and final-step noise (the fast preset when these were
 # measured); CFG 1, N = 2,000 (200 per class) at seeds 1 and 2, fp32 and int8 in turns at
 # each seed (same seeds, so the pair shares its noise), one thread; then FID against the test

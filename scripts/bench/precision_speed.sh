@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Images/s of the embedded pair at fp32 and int8 (docs/BENCHMARKS.md "Reduced precision (CPU)"):
+# Images/s of the embedded pair at fp32 and int8 (docs/BENCHMARKS.md, "int8 on the CPU"):
 # the target at num_iter 4 with 25 ddpm steps (the fast preset when these were measured) and the
 # draft with the same schedule, 500 images a run (50 per class), one thread; fp32 and int8 in turns, REPS runs each,
 # then the medians, their ratio, and the median of each repetition's int8/fp32 ratio.

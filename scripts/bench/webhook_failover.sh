@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Webhooks survive kill -9 of the replica delivering them (issue 31's Aim, with real processes):
+# Webhooks survive kill -9 of the replica delivering them (with real processes):
 # a cluster of two replicas (scripts/ops/cluster.sh) with webhooks to a loopback receiver
 # (webhook_receiver.py, which checks every signature as docs/api.md says and holds the first
 # "started" call open); a job is posted, the replica holding that call is killed with -9, and

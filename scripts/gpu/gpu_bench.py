@@ -1,4 +1,4 @@
-"""The measurements of scripts/gpu/gpu_bench.sh (issue 9): run by that script, which sets up the
+"""The measurements of scripts/gpu/gpu_bench.sh: run by that script, which sets up the
 runtime and the binary first. See docs/gpu.md for the whole procedure.
 
 For each pair (the embedded Fashion-MNIST pair; random-weight MAR-B draft / MAR-H target):

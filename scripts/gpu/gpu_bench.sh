@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The GPU numbers of issue 9 in one command (docs/gpu.md says how to run it on a lent GPU).
+# The GPU numbers (docs/BENCHMARKS.md, "How fast on a GPU?") in one command (docs/gpu.md says how to run it on a lent GPU).
 #
 #   bash scripts/gpu/gpu_bench.sh [--device cuda:N] [--official DIR] [gpu_bench.py options]
 #   bash scripts/gpu/gpu_bench.sh --tiny          the same on the CPU at tiny sizes (a check that runs)
 #   bash scripts/gpu/gpu_bench.sh stages [--tiny] [gpu_stages.py options]
-#                                                 issue 29's run in priority order instead: CUDA
+#                                                 the staged run in priority order instead: CUDA
 #                                                 against the CPU, the embedded pair, MAR-B's passes
 #
 # Sets up the runtime (for cuda: ONNX Runtime's GPU build in third_party/onnxruntime-gpu, from npm

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# distill_head.py at full size on a lent GPU (issue 28 item 4): a random-weight pack of the
+# distill_head.py at full size on a lent GPU: a random-weight pack of the
 # official layout, a timed self-context distillation into it, then distill_head_bench.py in
 # fp32 and with TF32 allowed, side by side. Random weights make the student's quality
 # meaningless (the unclipped teacher's endpoints are ~1e4 in RMS); the run proves the path at

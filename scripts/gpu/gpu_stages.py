@@ -1,4 +1,4 @@
-"""The GPU run of issue 29, in priority order, each result written as soon as it is measured (a
+"""The staged GPU run, in priority order, each result written as soon as it is measured (a
 run cut off still brings back what finished):
 
   1. parity    CUDA against the CPU on the embedded pair: the same seed's images (the default

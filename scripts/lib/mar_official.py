@@ -34,7 +34,7 @@ MAR_PRESETS = {
     # A draft for mar_base: its token layout (16x16 grid of 16-dim tokens, 1000 classes, the
     # same KL-16 decoder), a fraction of its width and depth (about 2M against 208M
     # parameters), so `serve --target mar-base --draft mar-draft-small` runs spec mode at full
-    # image size (docs/BENCHMARKS.md, "Real size (CPU): MAR-B through serve").
+    # image size (docs/BENCHMARKS.md, "How fast is MAR-B on a CPU?").
     "mar_draft_small": dict(_IMAGENET, width=128, depth=2, heads=4, head_width=128, head_depth=2),
     # The same token layout again at a few MB per pack, for the service test that runs
     # serve -> POST -> 256x256 colour PNG in CI (scripts/tests/fullsize_serve_test.go) with the

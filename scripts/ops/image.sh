@@ -119,7 +119,7 @@ serve() { # NAME: the image's own command (serve) on $port with the check volume
 }
 # serves URL PATTERN: the body is read whole before it is searched. `curl | grep -q` fails under pipefail
 # whenever grep matches and exits before curl has written its last piece (curl then dies of SIGPIPE, exit
-# 23): stop 36's CI lost the gallery check after a restart that way, with the page served.
+# 23): a CI run once lost the gallery check after a restart that way, with the page served.
 serves() { local body; body=$(curl -sf "$1") && grep -qi -- "$2" <<<"$body"; }
 
 healthy() { # NAME: the image's HEALTHCHECK says healthy within a minute

@@ -17,7 +17,7 @@ func TestPruneFatbin(t *testing.T) {
 	}
 }
 
-// Issue 29's GPU stages at tiny sizes on the CPU, parity and the full-size stage (the embedded
+// The staged GPU run (gpu_stages.py) at tiny sizes on the CPU, parity and the full-size stage (the embedded
 // stage is the same generate calls as the broader grid's test): CPU against CPU must be
 // identical and within tolerance, the serve POST must equal the local image, the pass table
 // must have a row per pass size, and a rerun must measure nothing again.

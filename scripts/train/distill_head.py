@@ -1,4 +1,4 @@
-"""A distilled few-step diffusion head for a frozen MAR target, any pack (issues 18 and 28).
+"""A distilled few-step diffusion head for a frozen MAR target, any pack.
 
 The student f(x_t, t, z, z_uncond, w) -> x0 is a consistency function of the target head's
 probability-flow ODE: from a state x_t on a teacher trajectory it predicts where the teacher's

@@ -1,4 +1,4 @@
-"""A few-step head distilled by distribution matching from the frozen target's head (issue 26).
+"""A few-step head distilled by distribution matching from the frozen target's head.
 
 The regression student of distill_head.py learns the endpoint of the teacher's deterministic
 ODE (DDIM eta 0, 25 steps). That endpoint map carries the ODE's discretisation error, and an MSE
@@ -19,7 +19,7 @@ denoising loss, on the student's own samples (it tracks the student's score). Fo
 both predictions are clipped (the sampler's law is the clipped denoiser's) and DMD's per-row
 normaliser is dropped (dmd_grad says why); elsewhere it evens the scale over tau.
 
-Status: tried first for issue 26 and NOT the pack's method. It passes the analytic test
+Status: tried first for the few-step head and NOT the pack's method. It passes the analytic test
 (scripts/tests/test_head_matching.py), but on the embedded head every configuration tried moved
 the student away from ddim eta 1 by the held-out check below (docs/models.md has the numbers):
 the difference to resolve is small against the fake score's own fitting error on a CPU

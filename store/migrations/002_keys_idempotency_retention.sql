@@ -1,4 +1,4 @@
--- Named keys, idempotency and retention (issue 31): the API key that owns a job (its name;
+-- Named keys, idempotency and retention: the API key that owns a job (its name;
 -- '' where the server has no keys), the Idempotency-Key it was created with and a hash of its
 -- request, and how long it is kept once it ends.
 ALTER TABLE jobs ADD COLUMN api_key TEXT NOT NULL DEFAULT '';

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 26 item 4: the paired frontier again, with the head distilled by distribution matching
+# The paired frontier with the head distilled by distribution matching
 # (scripts/train/dmd_head.py, now the pack's distilled head), the cache across AR steps and int8
-# (docs/FRONTIER.md, "Issue 26: the DMD head, the cache and int8 on the frontier").
+# (docs/results/archive-2026-11.md, "The fine-tuned head, the cache and int8 on the frontier").
 # FID runs, N images per configuration, CFG 1 and 3, seeds 1, 2 and 3, two lanes (one per core):
 #   seeds 1 and 3: every configuration plus the one-token-per-step target, whose second sample
 #                  (seeds 2 and 4) is the seed-2 runs' paired reference and the noise floor;
@@ -13,10 +13,10 @@
 # Then the speeds on the machine left quiet: N_SPEED images per configuration, seed 7, the fp32
 # CFG 1 and CFG 3 runs at once (one per core), then fp32 and int8 at CFG 1 at once.
 # One ONNX thread per process, nice 19 for the FID runs.
-# usage: make build && bash scripts/bench/frontier_issue26.sh [N=2000] [OUT=runs/frontier-26] [N_SPEED=320]
+# usage: make build && bash scripts/bench/frontier_finetuned_head.sh [N=2000] [OUT=runs/frontier-finetuned-head] [N_SPEED=320]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-n="${1:-2000}"; out="${2:-runs/frontier-26}"; n_speed="${3:-320}"
+n="${1:-2000}"; out="${2:-runs/frontier-finetuned-head}"; n_speed="${3:-320}"
 balanced=target:num_iter=3:steps=10:sampler=ddim:eta=1
 heads="target:num_iter=2:steps=1:sampler=distilled,target:num_iter=2:steps=2:sampler=distilled,\
 target:num_iter=3:steps=1:sampler=distilled,target:num_iter=3:steps=2:sampler=distilled,\

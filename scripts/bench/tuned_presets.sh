@@ -1,4 +1,4 @@
-# Stop 36's three tuned configurations (docs/FRONTIER.md), as frontier configuration texts, for
+# The three tuned configurations fast, balanced and quality (docs/FRONTIER.md), as frontier configuration texts, for
 # the scripts that measure them again (int8_presets.sh, frontier_precision.sh): sourced.
 fast=target:num_iter=3:steps=1:sampler=distilled:temperature=0.85
 balanced=target:num_iter=3:steps=10:sampler=ddim:eta=1:temperature=0.9
