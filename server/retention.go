@@ -59,9 +59,11 @@ func (r *retention) sweepTick() {
 	}
 }
 
-// grace is how long past its expiry a job stays in the store: every answer begun before the
-// expiry has been written by then.
-func (r *retention) grace() time.Duration { return r.s.cfg.WriteTimeout }
+// SweepGrace is how long past its expiry a job stays in the store: every answer begun before
+// the expiry has been written by then. The store check takes jobs for expired by it too.
+func SweepGrace(cfg Config) time.Duration { return cfg.WriteTimeout }
+
+func (r *retention) grace() time.Duration { return SweepGrace(r.s.cfg) }
 
 // holder names this replica to the sweep lease.
 func (r *retention) holder() string {
@@ -81,7 +83,7 @@ func (r *retention) sweep(now time.Time) (int, error) {
 	}
 	removed := 0
 	for range sweepPasses {
-		jobs, err := r.s.store.Expired(now.Add(-r.grace()), sweepBatch)
+		jobs, err := r.s.store.Expired(store.SweepCut(now, r.grace()), sweepBatch)
 		if err != nil {
 			return removed, err
 		}

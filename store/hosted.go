@@ -22,7 +22,8 @@ type Hosted interface {
 	Admit(j Job, maxInFlight int) (stored Job, replayed bool, err error)
 	// JobByIdempotencyKey is the job key created under Idempotency-Key idem (ErrNotFound: none).
 	JobByIdempotencyKey(key, idem string) (Job, error)
-	// Expired lists up to limit finished jobs whose retention ended before t, soonest expired first.
+	// Expired lists up to limit finished jobs whose retention ended by t (ExpiredAt), soonest
+	// expired first.
 	Expired(t time.Time, limit int) ([]Job, error)
 	// SweepLease takes or renews, for d, the right to sweep: true for one holder at a time
 	// (always true on SQLite, whose one process is alone).
@@ -52,6 +53,17 @@ func (j Job) ExpiresAt() *time.Time {
 func (j Job) ExpiredAt(t time.Time) bool {
 	exp := j.ExpiresAt()
 	return exp != nil && !exp.After(t)
+}
+
+// SweepCut is the moment by which a finished job's retention must have ended for the sweep to
+// remove it at now: grace earlier, so that an answer begun before the expiry has been written
+// (the server's grace, server.SweepGrace). The store check leaves such a job to the sweep (its
+// repair removes it) and takes no younger one for expired.
+func SweepCut(now time.Time, grace time.Duration) time.Time { return now.Add(-grace) }
+
+// Sweepable reports whether the sweep removes the job at now (Expired lists it).
+func (j Job) Sweepable(now time.Time, grace time.Duration) bool {
+	return j.ExpiredAt(SweepCut(now, grace))
 }
 
 // finished are the states a sweep may remove (never a job still queued or running).

@@ -284,7 +284,7 @@ func TestCheckLeavesExpiredToTheSweep(t *testing.T) {
 	if err := st.Blobs.Delete(gone.ID + "/0.png"); err != nil { // a sweep cut short
 		t.Fatal(err)
 	}
-	o, err := st.Check()
+	o, err := st.Check(0)
 	if err != nil || len(o.ObjectsWithoutRecord)+len(o.RecordsWithoutObject) != 0 || !slices.Equal(o.Expired, []string{gone.ID}) {
 		t.Fatalf("check: %+v %v", o, err)
 	}

@@ -102,9 +102,9 @@ func (p *Postgres) JobByIdempotencyKey(key, idem string) (Job, error) {
 	return scanPgJob(p.pool.QueryRow(ctx, `SELECT `+pgJobCols+` FROM jobs WHERE api_key = $1 AND idempotency_key = $2`, key, idem))
 }
 
-// Expired lists finished jobs whose retention ended before t (Hosted), by the expiry index.
+// Expired lists finished jobs whose retention ended by t (Hosted), by the expiry index.
 func (p *Postgres) Expired(t time.Time, limit int) ([]Job, error) {
-	return p.jobs(`SELECT `+pgJobCols+` FROM jobs WHERE retain IS NOT NULL AND finished IS NOT NULL AND finished + retain < $1
+	return p.jobs(`SELECT `+pgJobCols+` FROM jobs WHERE retain IS NOT NULL AND finished IS NOT NULL AND finished + retain <= $1
 		AND status IN ($2, $3, $4) ORDER BY finished + retain LIMIT $5`, append(append([]any{t.UnixNano()}, finishedStates...), limit)...)
 }
 

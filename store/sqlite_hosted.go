@@ -97,9 +97,9 @@ func (s *SQLite) JobByIdempotencyKey(key, idem string) (Job, error) {
 	return scanJob(s.db.QueryRow(`SELECT `+jobCols+` FROM jobs WHERE api_key = ? AND idempotency_key = ?`, key, idem))
 }
 
-// Expired lists finished jobs whose retention ended before t (Hosted).
+// Expired lists finished jobs whose retention ended by t (Hosted).
 func (s *SQLite) Expired(t time.Time, limit int) ([]Job, error) {
-	return s.jobs(`SELECT `+jobCols+` FROM jobs WHERE retain IS NOT NULL AND finished IS NOT NULL AND finished + retain < ?
+	return s.jobs(`SELECT `+jobCols+` FROM jobs WHERE retain IS NOT NULL AND finished IS NOT NULL AND finished + retain <= ?
 		AND status IN (?, ?, ?) ORDER BY finished + retain LIMIT ?`, append(append([]any{t.UnixNano()}, finishedStates...), limit)...)
 }
 
