@@ -71,7 +71,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	var limited *limitError
 	switch {
 	case code == http.StatusInternalServerError:
-		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
+		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", detail(err))
 		body = api.ErrorBody{Error: "internal error (logged)"}
 	case errors.As(err, &down):
 		s.log.Warn("request met a store outage", "method", c.Request.Method, "path", c.Request.URL.Path, "err", down.Detail())
