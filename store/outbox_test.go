@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ func TestOutboxConformance(t *testing.T) {
 				{"status changes write deliveries", caseOutboxWrites},
 				{"claims are leased and fenced", caseOutboxLeases},
 				{"retries and giving up", caseOutboxRetries},
+				{"an end after a re-run is a new delivery", caseOutboxRerun},
 			} {
 				t.Run(c.name, func(t *testing.T) {
 					m := impl.open(t)
@@ -166,5 +168,43 @@ func caseOutboxRetries(t *testing.T, m Meta, o Outbox) {
 	ds, _ := o.DeliveriesOf("r")
 	if d := ds[0]; d.State != DeliveryFailed || d.LastError != "connection refused" || d.Attempts != 2 {
 		t.Errorf("given up: %+v", d)
+	}
+}
+
+// A job the store check's repair put back to the queue runs and ends again: that end is a
+// delivery of its own, under a new id (a receiver deduplicating by id would drop the old one
+// sent again), and there is one such delivery per end.
+func caseOutboxRerun(t *testing.T, m Meta, o Outbox) {
+	mustCreate(t, m, hooked("rerun", 1))
+	if err := m.SetRunning("rerun", base.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // ended, requeued by the repair, run and ended again, twice
+		if err := m.Finish("rerun", api.StatusSucceeded, "", base.Add(time.Duration(2+i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			break
+		}
+		if err := m.Requeue("rerun"); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SetRunning("rerun", base.Add(time.Duration(2+i)*time.Minute+time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds, err := o.DeliveriesOf("rerun")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.ID)
+	}
+	if want := []string{"rerun:started", "rerun:succeeded", "rerun:succeeded:2", "rerun:succeeded:3"}; !slices.Equal(got, want) {
+		t.Errorf("deliveries %v, want %v", got, want)
+	}
+	if len(ds) == 4 && (ds[3].Finished == nil || !ds[3].Finished.Equal(base.Add(4*time.Minute))) {
+		t.Errorf("the last end's delivery carries finished %v, want the last end's", ds[3].Finished)
 	}
 }
