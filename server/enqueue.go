@@ -13,23 +13,15 @@ import (
 // Where a new job goes: to this server's scheduler, or (shared store) to the shared queue,
 // from which the replica with room claims it.
 
-// roomForJob refuses a job while shutting down or when the queue is full: this scheduler's
-// jobs, or with a shared store the jobs no replica has claimed yet.
+// roomForJob refuses a job while shutting down or when this scheduler's queue is full. With a
+// shared store the bound is on the jobs no replica has claimed yet, and the store's Admit
+// counts them in the transaction that inserts (Limits.Waiting): a count here, before the
+// insert, let replicas admitting at once all pass it.
 func (s *Server) roomForJob() error {
 	if s.stopping.Load() {
 		return scheduler.ErrClosed
 	}
-	if s.rep == nil {
-		if s.sched.Depth() >= s.sched.Capacity() {
-			return scheduler.ErrQueueFull
-		}
-		return nil
-	}
-	n, err := s.rep.q.Waiting()
-	if err != nil {
-		return err
-	}
-	if n >= s.cfg.QueueSize {
+	if s.rep == nil && s.sched.Depth() >= s.sched.Capacity() {
 		return scheduler.ErrQueueFull
 	}
 	return nil

@@ -54,7 +54,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, errConflict), errors.Is(err, scheduler.ErrDuplicate):
 		return http.StatusConflict
-	case errors.Is(err, scheduler.ErrQueueFull), errors.Is(err, scheduler.ErrClosed), errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, scheduler.ErrQueueFull), errors.Is(err, store.ErrQueueFull), errors.Is(err, scheduler.ErrClosed), errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,11 +16,13 @@ import (
 type Hosted interface {
 	// Admit stores j unless an unexpired job of the same Key and IdempotencyKey exists, which
 	// it returns instead (replayed true; the caller compares RequestHash); j.Key having
-	// maxInFlight jobs queued or running already (maxInFlight > 0) is an *InFlightError. The
-	// lookup, the count and the insert are one transaction, and a unique index on (Key,
-	// IdempotencyKey) decides between replicas inserting the same pair at once: the loser
-	// returns the winner's job.
-	Admit(j Job, maxInFlight int) (stored Job, replayed bool, err error)
+	// limits.MaxInFlight jobs queued or running already is an *InFlightError, and
+	// limits.Waiting jobs queued and unclaimed already is ErrQueueFull. The lookup, the counts
+	// and the insert are one transaction, under a lock where a count bounds it (replicas
+	// admitting at once take turns: no two both pass a count and insert), and a unique index
+	// on (Key, IdempotencyKey) decides between replicas inserting the same pair at once: the
+	// loser returns the winner's job.
+	Admit(j Job, limits Limits) (stored Job, replayed bool, err error)
 	// JobByIdempotencyKey is the job key created under Idempotency-Key idem (ErrNotFound: none).
 	JobByIdempotencyKey(key, idem string) (Job, error)
 	// Expired lists up to limit finished jobs whose retention ended by t (ExpiredAt), soonest
@@ -29,6 +32,15 @@ type Hosted interface {
 	// (always true on SQLite, whose one process is alone).
 	SweepLease(holder string, d time.Duration) (bool, error)
 }
+
+// Limits bound an admission (Hosted.Admit); 0 is no bound.
+type Limits struct {
+	MaxInFlight int // the job's key's jobs queued or running (the key's max_in_flight)
+	Waiting     int // jobs queued that no replica has claimed: the shared queue's bound (--queue)
+}
+
+// ErrQueueFull is an admission refused because Limits.Waiting jobs wait already.
+var ErrQueueFull = errors.New("the queue is full; retry later")
 
 // InFlightError is a key at its limit of jobs queued or running.
 type InFlightError struct {

@@ -162,12 +162,15 @@ func (p *Postgres) Cancel(id, reason string, at time.Time) (CancelOutcome, error
 	return CancelFinished, nil
 }
 
+// waiting is the condition of a queued job no replica owns (Waiting, and Admit's bound).
+const waiting = `status = 'queued' AND owner IS NULL`
+
 // Waiting counts the queued jobs no replica owns.
 func (p *Postgres) Waiting() (int, error) {
 	ctx, cancel := opCtx()
 	defer cancel()
 	var n int
-	err := p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'queued' AND owner IS NULL`).Scan(&n)
+	err := p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE `+waiting).Scan(&n)
 	return n, dbErr(err)
 }
 
