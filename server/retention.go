@@ -52,9 +52,14 @@ func newRetention(s *Server) *retention {
 	return r
 }
 
-// sweepTick is one tick of the sweep (startBackground runs it every sweepEvery).
+// sweepTick is one tick of the sweep (startBackground runs it every sweepEvery), at the
+// store's clock: the one that stamped the jobs' ends, whichever replica ended them.
 func (r *retention) sweepTick() {
-	if _, err := r.sweep(time.Now()); err != nil {
+	now, err := r.s.store.Now()
+	if err == nil {
+		_, err = r.sweep(now)
+	}
+	if err != nil {
 		r.s.log.Warn("retention: sweep stopped; the next tick tries again", "err", detail(err))
 	}
 }

@@ -46,7 +46,10 @@ func (s *Store) Check(grace time.Duration) (Orphans, error) {
 	var o Orphans
 	recorded := map[string]string{} // blob key -> image id, of finished jobs
 	busy := map[string]bool{}       // jobs whose objects may be ahead of their records
-	now := time.Now()
+	now, err := s.Now()
+	if err != nil {
+		return o, err
+	}
 	cur := Cursor{Created: time.Unix(0, math.MaxInt64)}
 	for {
 		jobs, err := s.After(Filter{}, checkPage, cur)
@@ -82,7 +85,7 @@ func (s *Store) Check(grace time.Duration) (Orphans, error) {
 	}
 	stored := map[string]bool{}
 	var objects []string // suspects: no record of them was read
-	err := s.Blobs.Keys(func(key string) error {
+	err = s.Blobs.Keys(func(key string) error {
 		o.ObjectsChecked++
 		stored[key] = true
 		job, _, _ := strings.Cut(key, "/")
@@ -100,7 +103,10 @@ func (s *Store) Check(grace time.Duration) (Orphans, error) {
 			records = append(records, key)
 		}
 	}
-	o.ObjectsWithoutRecord, o.RecordsWithoutObject, err = s.confirm(objects, records, time.Now(), grace)
+	if now, err = s.Now(); err != nil {
+		return o, err
+	}
+	o.ObjectsWithoutRecord, o.RecordsWithoutObject, err = s.confirm(objects, records, now, grace)
 	return o, err
 }
 

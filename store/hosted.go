@@ -28,6 +28,10 @@ type Hosted interface {
 	// Expired lists up to limit finished jobs whose retention ended by t (ExpiredAt), soonest
 	// expired first.
 	Expired(t time.Time, limit int) ([]Job, error)
+	// Now is the store's clock, by which jobs' ends are stamped (PostgreSQL: the database's
+	// now(), whatever time a replica passes to Finish; SQLite: the one process's) and so
+	// retention is measured: the sweep and the store check read it.
+	Now() (time.Time, error)
 	// SweepLease takes or renews, for d, the right to sweep: true for one holder at a time
 	// (always true on SQLite, whose one process is alone).
 	SweepLease(holder string, d time.Duration) (bool, error)

@@ -344,3 +344,45 @@ func TestSQLiteGetsHostedColumns(t *testing.T) {
 	defer m.Close()
 	caseHostedRoundTrip(t, m)
 }
+
+// Replicas' clocks need not agree: PostgreSQL stamps a job's end with its own clock, whatever
+// time the ending replica passes (here a day behind), and the sweep measures retention by that
+// clock (Now). A job kept an hour that ended just now is not expired, however it ended.
+func TestPostgresExpiryOnTheDatabasesClock(t *testing.T) {
+	p, err := OpenPostgres(storetest.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	behind := time.Now().Add(-24 * time.Hour)
+	for i, end := range []func(id string) error{
+		func(id string) error { return p.Finish(id, api.StatusSucceeded, "", behind) },
+		func(id string) error {
+			j, ok, err := p.Claim("replica-a", time.Minute, "cancelled")
+			if err != nil || !ok || j.ID != id {
+				return fmt.Errorf("claim: %v %v %s", ok, err, j.ID)
+			}
+			_, err = p.FinishOwned(Hold{Owner: "replica-a", Attempt: j.Attempt}, id, api.StatusSucceeded, "", behind)
+			return err
+		},
+		func(id string) error { _, err := p.Cancel(id, "cancelled", behind); return err },
+	} {
+		j := job(fmt.Sprintf("ended-%d", i), i, api.StatusQueued, "target", 1)
+		j.Retain = time.Hour
+		mustCreate(t, p, j)
+		if err := end(j.ID); err != nil {
+			t.Fatal(err)
+		}
+		now, err := p.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := p.Expired(SweepCut(now, 0), 10); err != nil || len(got) != 0 {
+			t.Errorf("end %d: expired on the database's clock right after it ended: %v %v", i, ids(got), err)
+		}
+		got, err := p.Expired(SweepCut(now.Add(2*time.Hour), 0), 10)
+		if err != nil || !slices.Contains(ids(got), j.ID) {
+			t.Errorf("end %d: not expired two hours on: %v %v", i, ids(got), err)
+		}
+	}
+}

@@ -82,8 +82,10 @@ func caseOutboxWrites(t *testing.T, m Meta, o Outbox) {
 		t.Errorf("a job without a webhook: %v", got)
 	}
 	ds, _ := o.DeliveriesOf("all")
-	if d := ds[1]; d.Error != "broken" || d.URL != "http://127.0.0.1:9/hook" || d.State != DeliveryPending ||
-		!d.Created.Equal(base.Add(3*time.Minute)) || d.Started == nil || !d.Started.Equal(base.Add(time.Minute)) {
+	_, shared := m.(Queue) // PostgreSQL stamps the end with its own clock
+	if d := ds[1]; d.Error != "broken" || d.URL != "http://127.0.0.1:9/hook" || d.State != DeliveryPending || d.Finished == nil ||
+		!d.Created.Equal(*d.Finished) || (!shared && !d.Created.Equal(base.Add(3*time.Minute))) ||
+		d.Started == nil || !d.Started.Equal(base.Add(time.Minute)) {
 		t.Errorf("the failed event: %+v", d)
 	}
 	if n, err := o.PendingDeliveries(); err != nil || n != 3 {
@@ -204,7 +206,7 @@ func caseOutboxRerun(t *testing.T, m Meta, o Outbox) {
 	if want := []string{"rerun:started", "rerun:succeeded", "rerun:succeeded:2", "rerun:succeeded:3"}; !slices.Equal(got, want) {
 		t.Errorf("deliveries %v, want %v", got, want)
 	}
-	if len(ds) == 4 && (ds[3].Finished == nil || !ds[3].Finished.Equal(base.Add(4*time.Minute))) {
-		t.Errorf("the last end's delivery carries finished %v, want the last end's", ds[3].Finished)
+	if j, err := m.Job("rerun"); len(ds) == 4 && (err != nil || ds[3].Finished == nil || j.Finished == nil || !ds[3].Finished.Equal(*j.Finished)) {
+		t.Errorf("the last end's delivery carries finished %v, want the job's last end (%v)", ds[3].Finished, err)
 	}
 }

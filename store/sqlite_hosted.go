@@ -113,5 +113,8 @@ func (s *SQLite) Expired(t time.Time, limit int) ([]Job, error) {
 		AND status IN (?, ?, ?) ORDER BY finished + retain LIMIT ?`, append(append([]any{t.UnixNano()}, finishedStates...), limit)...)
 }
 
+// Now is this process's clock: it alone stamps the jobs' ends (Hosted).
+func (s *SQLite) Now() (time.Time, error) { return time.Now(), nil }
+
 // SweepLease is always held: one process owns the file.
 func (s *SQLite) SweepLease(string, time.Duration) (bool, error) { return true, nil }
