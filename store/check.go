@@ -40,13 +40,13 @@ type Orphans struct {
 // checkPage is how many jobs the check reads at a time (by cursor: no page grows).
 const checkPage = 500
 
-// Check lists the orphans both ways. grace is the sweep's (a job counts as expired once its
-// retention ended grace ago, as the sweep removes it; see Sweepable).
+// Check lists the orphans both ways. grace is the sweep's: the jobs it takes for expired are
+// those the sweep's own list (Expired at SweepCut) names.
 func (s *Store) Check(grace time.Duration) (Orphans, error) {
 	var o Orphans
 	recorded := map[string]string{} // blob key -> image id, of finished jobs
 	busy := map[string]bool{}       // jobs whose objects may be ahead of their records
-	now, err := s.Now()
+	expired, err := s.sweepable(grace)
 	if err != nil {
 		return o, err
 	}
@@ -65,7 +65,7 @@ func (s *Store) Check(grace time.Duration) (Orphans, error) {
 			if j.Status == api.StatusQueued || j.Status == api.StatusRunning {
 				busy[j.ID] = true
 			}
-			if j.Sweepable(now, grace) {
+			if expired[j.ID] {
 				o.Expired, busy[j.ID] = append(o.Expired, j.ID), true // left out like a busy job: the sweep's
 			}
 		}
@@ -103,16 +103,37 @@ func (s *Store) Check(grace time.Duration) (Orphans, error) {
 			records = append(records, key)
 		}
 	}
-	if now, err = s.Now(); err != nil {
+	if len(objects)+len(records) == 0 {
+		return o, nil
+	}
+	if expired, err = s.sweepable(grace); err != nil { // as of now: some may have expired meanwhile
 		return o, err
 	}
-	o.ObjectsWithoutRecord, o.RecordsWithoutObject, err = s.confirm(objects, records, now, grace)
+	o.ObjectsWithoutRecord, o.RecordsWithoutObject, err = s.confirm(objects, records, expired)
 	return o, err
+}
+
+// sweepable are the jobs the sweep would remove now (its grace given): the sweep's own list,
+// at the store's clock.
+func (s *Store) sweepable(grace time.Duration) (map[string]bool, error) {
+	now, err := s.Now()
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := s.Expired(SweepCut(now, grace), math.MaxInt32)
+	if err != nil {
+		return nil, err
+	}
+	ids := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		ids[j.ID] = true
+	}
+	return ids, nil
 }
 
 // confirm looks again, after the listing, at the suspects of Check (blob keys both) and
 // returns those that still are orphans: objects, and the image ids of records.
-func (s *Store) confirm(objects, records []string, now time.Time, grace time.Duration) (orphanObjects, orphanRecords []string, err error) {
+func (s *Store) confirm(objects, records []string, expired map[string]bool) (orphanObjects, orphanRecords []string, err error) {
 	byJob := map[string][]string{}
 	for _, key := range append(slices.Clip(objects), records...) {
 		job, _, _ := strings.Cut(key, "/")
@@ -134,7 +155,7 @@ func (s *Store) confirm(objects, records []string, now time.Time, grace time.Dur
 			continue
 		case err != nil:
 			return nil, nil, err
-		case j.Status == api.StatusQueued || j.Status == api.StatusRunning || j.Sweepable(now, grace):
+		case j.Status == api.StatusQueued || j.Status == api.StatusRunning || expired[job]:
 			continue // it runs again, or the sweep's now
 		}
 		imgs, err := s.Images(job)

@@ -72,15 +72,10 @@ func (j Job) ExpiredAt(t time.Time) bool {
 }
 
 // SweepCut is the moment by which a finished job's retention must have ended for the sweep to
-// remove it at now: grace earlier, so that an answer begun before the expiry has been written
-// (the server's grace, server.SweepGrace). The store check leaves such a job to the sweep (its
-// repair removes it) and takes no younger one for expired.
+// remove it at now (Expired at SweepCut): grace earlier, so that an answer begun before the
+// expiry has been written (the server's grace, server.SweepGrace). The store check takes the
+// same list for the expired jobs it leaves to the sweep (and its repair removes).
 func SweepCut(now time.Time, grace time.Duration) time.Time { return now.Add(-grace) }
-
-// Sweepable reports whether the sweep removes the job at now (Expired lists it).
-func (j Job) Sweepable(now time.Time, grace time.Duration) bool {
-	return j.ExpiredAt(SweepCut(now, grace))
-}
 
 // finished are the states a sweep may remove (never a job still queued or running).
 var finishedStates = []any{api.StatusSucceeded, api.StatusFailed, api.StatusCancelled}
