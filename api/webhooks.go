@@ -32,7 +32,8 @@ const QueueDeadlineExceeded = "queue_deadline_exceeded"
 // Headers of a webhook call.
 const (
 	// HeaderWebhookID is the delivery's id (job id ":" event): the same on every retry, so a
-	// receiver that has seen it can answer 2xx and do nothing.
+	// receiver that has seen it can answer 2xx and do nothing. A job run again after the store
+	// check's repair tells of its next end of the same kind as job id ":" event ":" N.
 	HeaderWebhookID = "Marspec-Webhook-Id"
 	// HeaderWebhookTimestamp is when this attempt was signed, in Unix seconds.
 	HeaderWebhookTimestamp = "Marspec-Webhook-Timestamp"

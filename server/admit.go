@@ -75,17 +75,21 @@ func (s *Server) admit(c *gin.Context, j store.Job) (stored store.Job, replayed 
 			return store.Job{}, false, err
 		}
 	}
-	// refuse before storing when the queue is full, then store before submitting so a job
-	// the scheduler may start is always on disk (a crash right after still finds it)
+	// refuse before storing when this server's queue is full (a shared queue's bound is
+	// counted by Admit, with the insert), then store before submitting so a job the scheduler
+	// may start is always on disk (a crash right after still finds it)
 	if err := s.roomForJob(); err != nil {
 		return store.Job{}, false, err
 	}
 	who := callerOf(c)
-	limit := 0
+	var limits store.Limits
 	if who.key != nil {
-		limit = who.key.MaxInFlight
+		limits.MaxInFlight = who.key.MaxInFlight
 	}
-	stored, replayed, err = s.store.Admit(j, limit)
+	if s.rep != nil { // the shared queue's bound, counted in the admission (a single server's scheduler bounds its own)
+		limits.Waiting = s.cfg.QueueSize
+	}
+	stored, replayed, err = s.store.Admit(j, limits)
 	var full *store.InFlightError
 	switch {
 	case errors.As(err, &full):

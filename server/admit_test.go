@@ -2,13 +2,22 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"marspec/api"
+	"marspec/generation"
+	"marspec/scheduler"
+	"marspec/store"
 )
 
 // Idempotency-Key on POST: a retry makes no second job, another request under the same key
@@ -112,5 +121,41 @@ func TestIdempotencyKeyAcrossReplicasMakesOneJob(t *testing.T) {
 		if final := reps[1].waitEnd(t, g.ID); final.Status != api.StatusSucceeded {
 			t.Errorf("job %s ended %s %q", g.ID, final.Status, final.Error)
 		}
+	}
+}
+
+// A job the scheduler refuses after it was stored (the queue filled between the check and the
+// submission) is dropped even when the image store cannot delete (here its folder is a file):
+// it held one of its key's max_in_flight slots until a restart, and the key got 429s meanwhile.
+func TestRefusedJobFreesItsKeysSlot(t *testing.T) {
+	ts := keyed(t, start(t, "", true, func(c *Config) { withKeys(c); c.QueueSize = 1 }))
+	first, err := ts.client.Generate(t.Context(), api.GenerateRequest{Class: api.Classes{"0"}, N: 2, Mode: "draft"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ts.gate.stored // running and held: the scheduler's queue is full
+	images := filepath.Join(ts.dir, "images")
+	if err := os.RemoveAll(images); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(images, []byte("not a folder"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req := api.GenerateRequest{Class: api.Classes{"1"}, N: 1, Mode: "draft", Seed: seed(3)}
+	plan, err := generation.Validate(req, ts.cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := store.Job{ID: uuid.NewString(), Created: time.Now(), Status: api.StatusQueued, Request: req, Settings: plan.Settings(), Key: "carol"}
+	if _, _, err := ts.store.Admit(late, store.Limits{MaxInFlight: 1}); err != nil { // as admit stores it, past roomForJob
+		t.Fatal(err)
+	}
+	if err := ts.enqueue(late, plan); !errors.Is(err, scheduler.ErrQueueFull) {
+		t.Fatalf("submitted to a full queue: %v", err)
+	}
+	ts.gate.release()
+	ts.waitEnd(t, first.ID) // the queue has room again
+	if _, err := ts.as(t, carolSecret).Generate(t.Context(), req, 0); err != nil {
+		t.Errorf("carol's POST once the queue has room, her refused job gone: %v (want 202)", err)
 	}
 }

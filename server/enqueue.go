@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"marspec/api"
@@ -13,30 +14,22 @@ import (
 // Where a new job goes: to this server's scheduler, or (shared store) to the shared queue,
 // from which the replica with room claims it.
 
-// roomForJob refuses a job while shutting down or when the queue is full: this scheduler's
-// jobs, or with a shared store the jobs no replica has claimed yet.
+// roomForJob refuses a job while shutting down or when this scheduler's queue is full. With a
+// shared store the bound is on the jobs no replica has claimed yet, and the store's Admit
+// counts them in the transaction that inserts (Limits.Waiting): a count here, before the
+// insert, let replicas admitting at once all pass it.
 func (s *Server) roomForJob() error {
 	if s.stopping.Load() {
 		return scheduler.ErrClosed
 	}
-	if s.rep == nil {
-		if s.sched.Depth() >= s.sched.Capacity() {
-			return scheduler.ErrQueueFull
-		}
-		return nil
-	}
-	n, err := s.rep.q.Waiting()
-	if err != nil {
-		return err
-	}
-	if n >= s.cfg.QueueSize {
+	if s.rep == nil && s.sched.Depth() >= s.sched.Capacity() {
 		return scheduler.ErrQueueFull
 	}
 	return nil
 }
 
 // enqueue hands a stored job to the scheduler, or tells the replicas it waits in the shared
-// queue. A job the scheduler refuses is deleted again.
+// queue. A job the scheduler refuses is deleted again (dropRefused).
 func (s *Server) enqueue(job store.Job, plan generation.Plan) error {
 	id := job.ID
 	if s.rep != nil {
@@ -47,12 +40,33 @@ func (s *Server) enqueue(job store.Job, plan generation.Plan) error {
 	s.hub.track(id, plan, 0, 0)
 	if err := s.sched.Submit(s.schedulerJob(job, plan, nil)); err != nil {
 		s.hub.forget(id)
-		if derr := s.store.DeleteJob(id); derr != nil {
-			s.log.Error("store: dropping refused job", "id", id, "err", derr)
-		}
+		s.dropRefused(id)
 		return err
 	}
 	return nil
+}
+
+// dropRefused deletes the record of a job the scheduler refused: left queued, it would hold
+// one of its key's max_in_flight slots until a restart resumed it, and run although its
+// client was told no. It never ran, so it has no objects: only the record goes, and an image
+// store that is down or refusing cannot keep it. A database outage is waited out in the
+// background until the server stops.
+func (s *Server) dropRefused(id string) {
+	drop := func() error {
+		if err := s.store.Meta.DeleteJob(id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	if err := drop(); err != nil {
+		s.log.Warn("store: dropping a refused job; retrying", "id", id, "err", detail(err))
+		go func() {
+			mayWait := func(time.Duration) bool { return !s.stopping.Load() }
+			if err := s.untilAvailable(drop, mayWait, maxWait, "store: dropping a refused job; retrying", "id", id); err != nil {
+				s.log.Error("store: dropping a refused job", "id", id, "err", detail(err))
+			}
+		}()
+	}
 }
 
 // await returns when the job ends, wait passes or ctx ends, wherever the job runs.

@@ -54,7 +54,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, errConflict), errors.Is(err, scheduler.ErrDuplicate):
 		return http.StatusConflict
-	case errors.Is(err, scheduler.ErrQueueFull), errors.Is(err, scheduler.ErrClosed), errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, scheduler.ErrQueueFull), errors.Is(err, store.ErrQueueFull), errors.Is(err, scheduler.ErrClosed), errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -72,7 +72,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	var limited *limitError
 	switch {
 	case code == http.StatusInternalServerError:
-		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
+		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", detail(err))
 		body = api.ErrorBody{Error: "internal error (logged)"}
 	case errors.As(err, &down):
 		s.log.Warn("request met a store outage", "method", c.Request.Method, "path", c.Request.URL.Path, "err", down.Detail())

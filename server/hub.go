@@ -261,7 +261,7 @@ func (h *hub) Finished(id string, err error) {
 		h.s.log.Warn("job interrupted by a store outage; it runs again when the store is back", "id", id, "err", detail(err))
 	case err != nil:
 		status, reason = api.StatusFailed, err.Error()
-		h.s.log.Error("job failed", "id", id, "err", err)
+		h.s.log.Error("job failed", "id", id, "err", detail(err))
 	}
 	now := time.Now()
 	recorded, serr := false, error(nil)

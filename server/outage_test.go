@@ -82,7 +82,7 @@ func (c *clients) end(t *testing.T) {
 // object.
 func noOrphans(t *testing.T, ts *testServer) {
 	t.Helper()
-	o, err := ts.store.Check()
+	o, err := ts.store.Check(SweepGrace(ts.cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,11 +63,15 @@ func (s *Server) mayWait(id string, d time.Duration) bool {
 // is neither failed nor done, and runs again (claimed again, or resumed at the next start).
 func interrupted(err error) bool { return errors.Is(err, store.ErrUnavailable) }
 
-// detail is the driver's own message of a store outage, for the log.
+// detail is the driver's own message of a store outage or refusal, for the log.
 func detail(err error) string {
 	var down *store.UnavailableError
-	if errors.As(err, &down) {
+	var refused *store.RefusedError
+	switch {
+	case errors.As(err, &down):
 		return err.Error() + ": " + down.Detail()
+	case errors.As(err, &refused):
+		return err.Error() + ": " + refused.Detail()
 	}
 	return err.Error()
 }

@@ -54,16 +54,23 @@ func newRetention(s *Server) *retention {
 	return r
 }
 
-// sweepTick is one tick of the sweep (startBackground runs it every sweepEvery).
+// sweepTick is one tick of the sweep (startBackground runs it every sweepEvery), at the
+// store's clock: the one that stamped the jobs' ends, whichever replica ended them.
 func (r *retention) sweepTick() {
-	if _, err := r.sweep(time.Now()); err != nil {
+	now, err := r.s.store.Now()
+	if err == nil {
+		_, err = r.sweep(now)
+	}
+	if err != nil {
 		r.s.log.Warn("retention: sweep stopped; the next tick tries again", "err", detail(err))
 	}
 }
 
-// grace is how long past its expiry a job stays in the store: every answer begun before the
-// expiry has been written by then.
-func (r *retention) grace() time.Duration { return r.s.cfg.WriteTimeout }
+// SweepGrace is how long past its expiry a job stays in the store: every answer begun before
+// the expiry has been written by then. The store check takes jobs for expired by it too.
+func SweepGrace(cfg Config) time.Duration { return cfg.WriteTimeout }
+
+func (r *retention) grace() time.Duration { return SweepGrace(r.s.cfg) }
 
 // holder names this replica to the sweep lease.
 func (r *retention) holder() string {
@@ -83,7 +90,7 @@ func (r *retention) sweep(now time.Time) (int, error) {
 	}
 	removed := 0
 	for range sweepPasses {
-		jobs, err := r.s.store.Expired(now.Add(-r.grace()), sweepBatch)
+		jobs, err := r.s.store.Expired(store.SweepCut(now, r.grace()), sweepBatch)
 		if err != nil {
 			return removed, err
 		}

@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +82,28 @@ func TestEmbeddedDatabaseFailureIs503(t *testing.T) {
 	}
 	isOutageAnswer(t, "GET list", ts.call(t, "GET", "/v1/generations", ""), "database")
 	isOutageAnswer(t, "POST", ts.call(t, "POST", "/v1/generations", `{"class":"1","mode":"draft"}`), "database")
+}
+
+// An image store that refuses for good (here the image folder is a file: "not a directory";
+// permission denied or a missing bucket alike) fails the job with the reason, without the
+// folder's path; it is no outage to wait out, which held the job running forever.
+func TestRefusingImageStoreFailsTheJob(t *testing.T) {
+	ts := start(t, "", false, nil)
+	images := filepath.Join(ts.dir, "images")
+	if err := os.RemoveAll(images); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(images, []byte("not a folder"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := ts.client.Generate(t.Context(), api.GenerateRequest{Class: api.Classes{"1"}, N: 2, Mode: "draft", Seed: seed(5)}, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Status != api.StatusFailed || !strings.Contains(g.Error, "the image store refused the request (not a directory)") {
+		t.Fatalf("job %s with error %q; want failed, naming the refusal", g.Status, g.Error)
+	}
+	if strings.Contains(g.Error, ts.dir) {
+		t.Errorf("the job's error shows the image folder's path: %q", g.Error)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -164,5 +166,44 @@ func TestOpenS3ReplicasMakeTheBucketTogether(t *testing.T) {
 				t.Errorf("bucket together-%d, opener %d: %v", round, i, err)
 			}
 		}
+	}
+}
+
+// A store that refuses for good is ErrRefused, not ErrUnavailable (a run waits out only the
+// latter): an image folder that is a file, an S3 bucket deleted under the server. A stopped S3
+// server stays unavailable.
+func TestBlobsRefusedIsNotUnavailable(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "images")
+	f, err := NewFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(root); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root, []byte("a file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	isRefused(t, "files over a file", f.Put("job/0.png", []byte("png")))
+
+	s3 := storetest.S3(t)
+	b, err := OpenS3(s3.URL("refused"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.c.RemoveBucket(t.Context(), "refused"); err != nil {
+		t.Fatal(err)
+	}
+	isRefused(t, "S3 without its bucket", b.Put("job/0.png", []byte("png")))
+	s3.Stop()
+	if err := b.Put("job/0.png", []byte("png")); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRefused) {
+		t.Errorf("S3 stopped: %v; want unavailable", err)
+	}
+}
+
+func isRefused(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, ErrRefused) || errors.Is(err, ErrUnavailable) {
+		t.Errorf("%s: %v; want refused, not unavailable", what, err)
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,21 +16,36 @@ import (
 type Hosted interface {
 	// Admit stores j unless an unexpired job of the same Key and IdempotencyKey exists, which
 	// it returns instead (replayed true; the caller compares RequestHash); j.Key having
-	// maxInFlight jobs queued or running already (maxInFlight > 0) is an *InFlightError. The
-	// lookup, the count and the insert are one transaction, and a unique index on (Key,
-	// IdempotencyKey) decides between replicas inserting the same pair at once: the loser
-	// returns the winner's job.
-	Admit(j Job, maxInFlight int) (stored Job, replayed bool, err error)
+	// limits.MaxInFlight jobs queued or running already is an *InFlightError, and
+	// limits.Waiting jobs queued and unclaimed already is ErrQueueFull. The lookup, the counts
+	// and the insert are one transaction, under a lock where a count bounds it (replicas
+	// admitting at once take turns: no two both pass a count and insert), and a unique index
+	// on (Key, IdempotencyKey) decides between replicas inserting the same pair at once: the
+	// loser returns the winner's job.
+	Admit(j Job, limits Limits) (stored Job, replayed bool, err error)
 	// JobByIdempotencyKey is the job key created under Idempotency-Key idem (ErrNotFound: none).
 	JobByIdempotencyKey(key, idem string) (Job, error)
-	// Expired lists up to limit finished jobs whose retention ended before t, soonest expired
-	// first, leaving out a job with a webhook delivery still pending (deleting the job would
-	// drop the delivery with it): it is listed once its calls are made or given up.
+	// Expired lists up to limit finished jobs whose retention ended by t (ExpiredAt), soonest
+	// expired first, leaving out a job with a webhook delivery still pending (deleting the job
+	// would drop the delivery with it): it is listed once its calls are made or given up.
 	Expired(t time.Time, limit int) ([]Job, error)
+	// Now is the store's clock, by which jobs' ends are stamped (PostgreSQL: the database's
+	// now(), whatever time a replica passes to Finish; SQLite: the one process's) and so
+	// retention is measured: the sweep and the store check read it.
+	Now() (time.Time, error)
 	// SweepLease takes or renews, for d, the right to sweep: true for one holder at a time
 	// (always true on SQLite, whose one process is alone).
 	SweepLease(holder string, d time.Duration) (bool, error)
 }
+
+// Limits bound an admission (Hosted.Admit); 0 is no bound.
+type Limits struct {
+	MaxInFlight int // the job's key's jobs queued or running (the key's max_in_flight)
+	Waiting     int // jobs queued that no replica has claimed: the shared queue's bound (--queue)
+}
+
+// ErrQueueFull is an admission refused because Limits.Waiting jobs wait already.
+var ErrQueueFull = errors.New("the queue is full; retry later")
 
 // InFlightError is a key at its limit of jobs queued or running.
 type InFlightError struct {
@@ -55,6 +71,12 @@ func (j Job) ExpiredAt(t time.Time) bool {
 	exp := j.ExpiresAt()
 	return exp != nil && !exp.After(t)
 }
+
+// SweepCut is the moment by which a finished job's retention must have ended for the sweep to
+// remove it at now (Expired at SweepCut): grace earlier, so that an answer begun before the
+// expiry has been written (the server's grace, server.SweepGrace). The store check takes the
+// same list for the expired jobs it leaves to the sweep (and its repair removes).
+func SweepCut(now time.Time, grace time.Duration) time.Time { return now.Add(-grace) }
 
 // finished are the states a sweep may remove (never a job still queued or running).
 var finishedStates = []any{api.StatusSucceeded, api.StatusFailed, api.StatusCancelled}

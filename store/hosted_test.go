@@ -66,19 +66,19 @@ func caseHostedRoundTrip(t *testing.T, m Meta) {
 func caseAdmitIdempotent(t *testing.T, m Meta) {
 	first := job("a", 0, api.StatusQueued, "target", 1)
 	first.Key, first.IdempotencyKey, first.RequestHash = "alice", "k1", "h1"
-	got, replayed, err := m.Admit(first, 0)
+	got, replayed, err := m.Admit(first, Limits{})
 	if err != nil || replayed || got.ID != "a" {
 		t.Fatalf("first admission: %s replayed %v, %v", got.ID, replayed, err)
 	}
 	again := job("b", 1, api.StatusQueued, "target", 1)
 	again.Key, again.IdempotencyKey, again.RequestHash = "alice", "k1", "h2"
-	got, replayed, err = m.Admit(again, 0)
+	got, replayed, err = m.Admit(again, Limits{})
 	if err != nil || !replayed || got.ID != "a" || got.RequestHash != "h1" {
 		t.Fatalf("the same key again: %s (hash %s) replayed %v, %v; want a, h1, replayed", got.ID, got.RequestHash, replayed, err)
 	}
 	other := again
 	other.Key = "bob" // Idempotency-Keys are scoped per API key
-	if got, replayed, err = m.Admit(other, 0); err != nil || replayed || got.ID != "b" {
+	if got, replayed, err = m.Admit(other, Limits{}); err != nil || replayed || got.ID != "b" {
 		t.Fatalf("another API key with the same Idempotency-Key: %s replayed %v, %v", got.ID, replayed, err)
 	}
 	// a job that ended and expired frees its Idempotency-Key: the key makes a new job
@@ -87,7 +87,7 @@ func caseAdmitIdempotent(t *testing.T, m Meta) {
 	mustCreate(t, m, expired)
 	late := job("e", 0, api.StatusQueued, "target", 1)
 	late.Key, late.IdempotencyKey, late.Created = "carol", "k9", base.Add(2*time.Hour)
-	if got, replayed, err = m.Admit(late, 0); err != nil || replayed || got.ID != "e" {
+	if got, replayed, err = m.Admit(late, Limits{}); err != nil || replayed || got.ID != "e" {
 		t.Fatalf("the Idempotency-Key of an expired job: %s replayed %v, %v; want a new job", got.ID, replayed, err)
 	}
 	if d, _ := m.Job("d"); d.IdempotencyKey != "" {
@@ -99,7 +99,7 @@ func caseAdmitInFlight(t *testing.T, m Meta) {
 	admit := func(id, key string) error {
 		j := job(id, 0, api.StatusQueued, "target", 1)
 		j.Key = key
-		_, _, err := m.Admit(j, 2)
+		_, _, err := m.Admit(j, Limits{MaxInFlight: 2})
 		return err
 	}
 	for _, id := range []string{"a", "b"} {
@@ -172,7 +172,8 @@ func TestListByKey(t *testing.T) {
 }
 
 // Replicas admitting at once on one PostgreSQL: one job per Idempotency-Key however many
-// race (the unique index decides), and a key's in-flight limit exactly (the advisory lock).
+// race (the unique index decides), a key's in-flight limit exactly (the advisory lock), and
+// the bound on waiting jobs exactly (another).
 func TestPostgresAdmitRaces(t *testing.T) {
 	dsn := storetest.Postgres(t)
 	replicas := make([]*Postgres, 4)
@@ -196,7 +197,7 @@ func TestPostgresAdmitRaces(t *testing.T) {
 			j := job(fmt.Sprintf("same-%02d", i), i, api.StatusQueued, "target", 1)
 			j.Key, j.IdempotencyKey = "alice", "one"
 			var s Job
-			s, replays[i], errs[i] = replicas[i%len(replicas)].Admit(j, 0)
+			s, replays[i], errs[i] = replicas[i%len(replicas)].Admit(j, Limits{})
 			got[i] = s.ID
 		}()
 	}
@@ -220,7 +221,7 @@ func TestPostgresAdmitRaces(t *testing.T) {
 			defer wg.Done()
 			j := job(fmt.Sprintf("limited-%02d", i), i, api.StatusQueued, "target", 1)
 			j.Key = "bob"
-			_, _, err := replicas[i%len(replicas)].Admit(j, 3)
+			_, _, err := replicas[i%len(replicas)].Admit(j, Limits{MaxInFlight: 3})
 			var limit *InFlightError
 			if err != nil && !errors.As(err, &limit) {
 				t.Errorf("try %d: %v", i, err)
@@ -231,6 +232,29 @@ func TestPostgresAdmitRaces(t *testing.T) {
 	wg.Wait()
 	if n := len(slices.DeleteFunc(admitted, func(ok bool) bool { return !ok })); n != 3 {
 		t.Errorf("%d of bob's jobs admitted at once with a limit of 3 in flight", n)
+	}
+	before, err := replicas[0].Waiting() // alice's job and bob's three
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := before + 2
+	admitted = make([]bool, tries)
+	for i := range tries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j := job(fmt.Sprintf("queued-%02d", i), i, api.StatusQueued, "target", 1)
+			j.Key = fmt.Sprintf("key-%02d", i) // no key's limit in the way
+			_, _, err := replicas[i%len(replicas)].Admit(j, Limits{Waiting: bound})
+			if err != nil && !errors.Is(err, ErrQueueFull) {
+				t.Errorf("try %d: %v", i, err)
+			}
+			admitted[i] = err == nil
+		}()
+	}
+	wg.Wait()
+	if n := len(slices.DeleteFunc(admitted, func(ok bool) bool { return !ok })); n != 2 {
+		t.Errorf("%d jobs admitted at once into a queue bound to %d with %d waiting, want 2", n, bound, before)
 	}
 }
 
@@ -284,7 +308,7 @@ func TestCheckLeavesExpiredToTheSweep(t *testing.T) {
 	if err := st.Blobs.Delete(gone.ID + "/0.png"); err != nil { // a sweep cut short
 		t.Fatal(err)
 	}
-	o, err := st.Check()
+	o, err := st.Check(0)
 	if err != nil || len(o.ObjectsWithoutRecord)+len(o.RecordsWithoutObject) != 0 || !slices.Equal(o.Expired, []string{gone.ID}) {
 		t.Fatalf("check: %+v %v", o, err)
 	}
@@ -319,4 +343,46 @@ func TestSQLiteGetsHostedColumns(t *testing.T) {
 	}
 	defer m.Close()
 	caseHostedRoundTrip(t, m)
+}
+
+// Replicas' clocks need not agree: PostgreSQL stamps a job's end with its own clock, whatever
+// time the ending replica passes (here a day behind), and the sweep measures retention by that
+// clock (Now). A job kept an hour that ended just now is not expired, however it ended.
+func TestPostgresExpiryOnTheDatabasesClock(t *testing.T) {
+	p, err := OpenPostgres(storetest.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	behind := time.Now().Add(-24 * time.Hour)
+	for i, end := range []func(id string) error{
+		func(id string) error { return p.Finish(id, api.StatusSucceeded, "", behind) },
+		func(id string) error {
+			j, ok, err := p.Claim("replica-a", time.Minute, "cancelled")
+			if err != nil || !ok || j.ID != id {
+				return fmt.Errorf("claim: %v %v %s", ok, err, j.ID)
+			}
+			_, err = p.FinishOwned(Hold{Owner: "replica-a", Attempt: j.Attempt}, id, api.StatusSucceeded, "", behind)
+			return err
+		},
+		func(id string) error { _, err := p.Cancel(id, "cancelled", behind); return err },
+	} {
+		j := job(fmt.Sprintf("ended-%d", i), i, api.StatusQueued, "target", 1)
+		j.Retain = time.Hour
+		mustCreate(t, p, j)
+		if err := end(j.ID); err != nil {
+			t.Fatal(err)
+		}
+		now, err := p.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := p.Expired(SweepCut(now, 0), 10); err != nil || len(got) != 0 {
+			t.Errorf("end %d: expired on the database's clock right after it ended: %v %v", i, ids(got), err)
+		}
+		got, err := p.Expired(SweepCut(now.Add(2*time.Hour), 0), 10)
+		if err != nil || !slices.Contains(ids(got), j.ID) {
+			t.Errorf("end %d: not expired two hours on: %v %v", i, ids(got), err)
+		}
+	}
 }

@@ -43,7 +43,7 @@ const (
 // the job as the event left it (a "started" delivery says running even if the job has
 // ended since).
 type Delivery struct {
-	ID       string // job id ":" event
+	ID       string // job id ":" event (":" N for the Nth end of that kind, after a repair ran the job again)
 	JobID    string
 	Event    string
 	URL      string

@@ -39,7 +39,7 @@ func (p *Postgres) agingNanos() int64 {
 func (p *Postgres) ExpireQueued(now time.Time, reason string) ([]string, error) {
 	ctx, cancel := opCtx()
 	defer cancel()
-	rows, err := p.pool.Query(ctx, `UPDATE jobs SET status = 'failed', error = $2, finished = $1, owner = NULL, lease_until = NULL
+	rows, err := p.pool.Query(ctx, `UPDATE jobs SET status = 'failed', error = $2, finished = `+pgNow+`, owner = NULL, lease_until = NULL
 		WHERE queue_deadline < $1 AND started IS NULL AND NOT cancel_requested AND `+claimable+` RETURNING id`, now.UnixNano(), reason)
 	if err != nil {
 		return nil, dbErr(err)

@@ -24,8 +24,8 @@ const claimable = `status IN ('queued', 'running') AND (owner IS NULL OR lease_u
 func (p *Postgres) Claim(owner string, lease time.Duration, reason string) (Job, bool, error) {
 	ctx, cancel := opCtx()
 	defer cancel()
-	if _, err := p.pool.Exec(ctx, `UPDATE jobs SET status = $1, error = $2, finished = $3, owner = NULL, lease_until = NULL
-		WHERE cancel_requested AND `+claimable, api.StatusCancelled, reason, time.Now().UnixNano()); err != nil {
+	if _, err := p.pool.Exec(ctx, `UPDATE jobs SET status = $1, error = $2, finished = `+pgNow+`, owner = NULL, lease_until = NULL
+		WHERE cancel_requested AND `+claimable, api.StatusCancelled, reason); err != nil {
 		return Job{}, false, dbErr(err)
 	}
 	if _, err := p.ExpireQueued(time.Now(), QueueDeadlineReason); err != nil {
@@ -125,10 +125,10 @@ func (p *Postgres) PutImageOwned(h Hold, img Image) (bool, error) {
 	return holds, dbErr(err)
 }
 
-// FinishOwned records the final state only while h holds the job.
-func (p *Postgres) FinishOwned(h Hold, id, status, reason string, at time.Time) (bool, error) {
-	n, err := p.exec(`UPDATE jobs SET status = $4, error = $5, finished = $6, owner = NULL, lease_until = NULL WHERE `+owned,
-		h.Owner, h.Attempt, id, status, reason, at.UnixNano())
+// FinishOwned records the final state only while h holds the job, at the database's clock.
+func (p *Postgres) FinishOwned(h Hold, id, status, reason string, _ time.Time) (bool, error) {
+	n, err := p.exec(`UPDATE jobs SET status = $4, error = $5, finished = `+pgNow+`, owner = NULL, lease_until = NULL WHERE `+owned,
+		h.Owner, h.Attempt, id, status, reason)
 	return n == 1, err
 }
 
@@ -141,10 +141,11 @@ func (p *Postgres) Owns(h Hold, id string) (bool, error) {
 	return holds, dbErr(err)
 }
 
-// Cancel ends an unowned job at once or marks an owned one for its owner.
-func (p *Postgres) Cancel(id, reason string, at time.Time) (CancelOutcome, error) {
-	n, err := p.exec(`UPDATE jobs SET status = $1, error = $2, finished = $3, owner = NULL, lease_until = NULL
-		WHERE id = $4 AND `+claimable, api.StatusCancelled, reason, at.UnixNano(), id)
+// Cancel ends an unowned job at once (at the database's clock) or marks an owned one for its
+// owner.
+func (p *Postgres) Cancel(id, reason string, _ time.Time) (CancelOutcome, error) {
+	n, err := p.exec(`UPDATE jobs SET status = $1, error = $2, finished = `+pgNow+`, owner = NULL, lease_until = NULL
+		WHERE id = $3 AND `+claimable, api.StatusCancelled, reason, id)
 	if err != nil || n == 1 {
 		return CancelEnded, err
 	}
@@ -162,12 +163,15 @@ func (p *Postgres) Cancel(id, reason string, at time.Time) (CancelOutcome, error
 	return CancelFinished, nil
 }
 
+// waiting is the condition of a queued job no replica owns (Waiting, and Admit's bound).
+const waiting = `status = 'queued' AND owner IS NULL`
+
 // Waiting counts the queued jobs no replica owns.
 func (p *Postgres) Waiting() (int, error) {
 	ctx, cancel := opCtx()
 	defer cancel()
 	var n int
-	err := p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'queued' AND owner IS NULL`).Scan(&n)
+	err := p.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE `+waiting).Scan(&n)
 	return n, dbErr(err)
 }
 

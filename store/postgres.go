@@ -110,11 +110,26 @@ func (p *Postgres) SetRunning(id string, at time.Time) error {
 	return err
 }
 
-// Finish records a job's final status and reason (whoever owns it; see FinishOwned).
-func (p *Postgres) Finish(id, status, reason string, at time.Time) error {
-	_, err := p.exec(`UPDATE jobs SET status = $1, error = $2, finished = $3, owner = NULL, lease_until = NULL WHERE id = $4`,
-		status, reason, at.UnixNano(), id)
+// Finish records a job's final status and reason (whoever owns it; see FinishOwned), at the
+// database's clock (pgNow), not at.
+func (p *Postgres) Finish(id, status, reason string, _ time.Time) error {
+	_, err := p.exec(`UPDATE jobs SET status = $1, error = $2, finished = `+pgNow+`, owner = NULL, lease_until = NULL WHERE id = $3`,
+		status, reason, id)
 	return err
+}
+
+// pgNow is the database's clock in Unix nanoseconds: a job's end is stamped with it, and
+// retention measured by it (Now), so a replica whose clock runs behind or ahead neither keeps
+// a job too long nor has it swept before its expiry, as leases are timed by now() too.
+const pgNow = `(extract(epoch FROM now()) * 1e9)::bigint`
+
+// Now is the database's clock (Hosted).
+func (p *Postgres) Now() (time.Time, error) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	var nanos int64
+	err := p.pool.QueryRow(ctx, `SELECT `+pgNow).Scan(&nanos)
+	return time.Unix(0, nanos).UTC(), dbErr(err)
 }
 
 // AskCancel records a cancellation request on an unfinished job (its owner acts on it; see

@@ -12,8 +12,13 @@ import (
 // list and its lease. The columns and indexes are migrations/002_keys_idempotency_retention.sql.
 
 // admitLockClass is the first half of the pg_advisory_xact_lock(class, hashtext(key)) that
-// serialises one key's admissions while its in-flight limit is counted ("mkey").
-const admitLockClass = int32(0x6d6b6579)
+// serialises one key's admissions while its in-flight limit is counted ("mkey");
+// queueLockClass, with 0, serialises every admission while the waiting jobs are counted
+// ("mque"). A transaction that takes both takes the key's first.
+const (
+	admitLockClass = int32(0x6d6b6579)
+	queueLockClass = int32(0x6d717565)
+)
 
 // pgHostedFilter adds a list filter's key and expiry conditions.
 func pgHostedFilter(f Filter, cond string, args []any) (string, []any) {
@@ -28,14 +33,16 @@ func pgHostedFilter(f Filter, cond string, args []any) (string, []any) {
 	return cond, args
 }
 
-// Admit stores j under its key's in-flight limit and Idempotency-Key (Hosted). Replicas
-// admitting for one key with a limit take turns (an advisory lock for the transaction), so
-// the count they read includes every job the one before inserted. Two inserts of the same
+// Admit stores j under its limits and Idempotency-Key (Hosted). Replicas admitting for one
+// key with a limit take turns (an advisory lock for the transaction), and so do all replicas
+// admitting under a bound on the waiting jobs (another lock), so the count they read includes
+// every job the one before inserted: a count read in one statement and an insert in another
+// would let two replicas both pass it. Two inserts of the same
 // (key, Idempotency-Key) are decided by the unique index: the second waits for the first to
 // commit and inserts nothing, then reads the first one's job.
-func (p *Postgres) Admit(j Job, maxInFlight int) (Job, bool, error) {
+func (p *Postgres) Admit(j Job, limits Limits) (Job, bool, error) {
 	for range 3 {
-		stored, replayed, raced, err := p.admitOnce(j, maxInFlight)
+		stored, replayed, raced, err := p.admitOnce(j, limits)
 		if !raced {
 			return stored, replayed, err
 		}
@@ -50,7 +57,7 @@ func (p *Postgres) Admit(j Job, maxInFlight int) (Job, bool, error) {
 
 // admitOnce is one try of Admit; raced is true when another transaction inserted the same
 // (key, Idempotency-Key) after this one looked.
-func (p *Postgres) admitOnce(j Job, maxInFlight int) (stored Job, replayed, raced bool, err error) {
+func (p *Postgres) admitOnce(j Job, limits Limits) (stored Job, replayed, raced bool, err error) {
 	ctx, cancel := opCtx()
 	defer cancel()
 	tx, err := p.pool.Begin(ctx)
@@ -58,8 +65,13 @@ func (p *Postgres) admitOnce(j Job, maxInFlight int) (stored Job, replayed, race
 		return Job{}, false, false, dbErr(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
-	if maxInFlight > 0 {
+	if limits.MaxInFlight > 0 {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, admitLockClass, j.Key); err != nil {
+			return Job{}, false, false, dbErr(err)
+		}
+	}
+	if limits.Waiting > 0 {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, queueLockClass); err != nil {
 			return Job{}, false, false, dbErr(err)
 		}
 	}
@@ -76,13 +88,22 @@ func (p *Postgres) admitOnce(j Job, maxInFlight int) (stored Job, replayed, race
 			return Job{}, false, false, err
 		}
 	}
-	if maxInFlight > 0 {
+	if limits.MaxInFlight > 0 {
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE api_key = $1 AND status IN ('queued', 'running')`, j.Key).Scan(&n); err != nil {
 			return Job{}, false, false, dbErr(err)
 		}
-		if n >= maxInFlight {
-			return Job{}, false, false, &InFlightError{Key: j.Key, Limit: maxInFlight}
+		if n >= limits.MaxInFlight {
+			return Job{}, false, false, &InFlightError{Key: j.Key, Limit: limits.MaxInFlight}
+		}
+	}
+	if limits.Waiting > 0 {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE `+waiting).Scan(&n); err != nil {
+			return Job{}, false, false, dbErr(err)
+		}
+		if n >= limits.Waiting {
+			return Job{}, false, false, ErrQueueFull
 		}
 	}
 	n, err := pgInsertJob(ctx, tx, j, ` ON CONFLICT DO NOTHING`)
@@ -102,10 +123,10 @@ func (p *Postgres) JobByIdempotencyKey(key, idem string) (Job, error) {
 	return scanPgJob(p.pool.QueryRow(ctx, `SELECT `+pgJobCols+` FROM jobs WHERE api_key = $1 AND idempotency_key = $2`, key, idem))
 }
 
-// Expired lists finished jobs whose retention ended before t and whose webhook calls are all
-// made or given up (Hosted), by the expiry index.
+// Expired lists finished jobs whose retention ended by t and whose webhook calls are all made
+// or given up (Hosted), by the expiry index.
 func (p *Postgres) Expired(t time.Time, limit int) ([]Job, error) {
-	return p.jobs(`SELECT `+pgJobCols+` FROM jobs WHERE retain IS NOT NULL AND finished IS NOT NULL AND finished + retain < $1
+	return p.jobs(`SELECT `+pgJobCols+` FROM jobs WHERE retain IS NOT NULL AND finished IS NOT NULL AND finished + retain <= $1
 		AND status IN ($2, $3, $4) AND `+noPendingDelivery+` ORDER BY finished + retain LIMIT $5`,
 		append(append([]any{t.UnixNano()}, finishedStates...), limit)...)
 }

@@ -55,10 +55,11 @@ func sqliteHostedFilter(f Filter, where []string, args []any) ([]string, []any) 
 	return where, args
 }
 
-// Admit stores j under its key's in-flight limit and Idempotency-Key (Hosted). The database
-// has one connection (OpenSQLite), so the transaction runs alone: nothing comes between the
-// lookup, the count and the insert.
-func (s *SQLite) Admit(j Job, maxInFlight int) (Job, bool, error) {
+// Admit stores j under its limits and Idempotency-Key (Hosted). The database has one
+// connection (OpenSQLite), so the transaction runs alone: nothing comes between the lookup,
+// the counts and the insert. (A single server bounds its queue in its scheduler and sets no
+// Limits.Waiting; here it counts the queued jobs, as no replica claims any.)
+func (s *SQLite) Admit(j Job, limits Limits) (Job, bool, error) {
 	tx, err := s.db.Begin()
 	if err != nil {
 		return Job{}, false, dbErr(err)
@@ -77,13 +78,22 @@ func (s *SQLite) Admit(j Job, maxInFlight int) (Job, bool, error) {
 			return Job{}, false, err
 		}
 	}
-	if maxInFlight > 0 {
+	if limits.MaxInFlight > 0 {
 		var n int
 		if err := tx.QueryRow(`SELECT COUNT(*) FROM jobs WHERE api_key = ? AND status IN (?, ?)`, j.Key, api.StatusQueued, api.StatusRunning).Scan(&n); err != nil {
 			return Job{}, false, dbErr(err)
 		}
-		if n >= maxInFlight {
-			return Job{}, false, &InFlightError{Key: j.Key, Limit: maxInFlight}
+		if n >= limits.MaxInFlight {
+			return Job{}, false, &InFlightError{Key: j.Key, Limit: limits.MaxInFlight}
+		}
+	}
+	if limits.Waiting > 0 {
+		var n int
+		if err := tx.QueryRow(`SELECT COUNT(*) FROM jobs WHERE status = ?`, api.StatusQueued).Scan(&n); err != nil {
+			return Job{}, false, dbErr(err)
+		}
+		if n >= limits.Waiting {
+			return Job{}, false, ErrQueueFull
 		}
 	}
 	if err := sqliteInsertJob(tx, j); err != nil {
@@ -97,13 +107,16 @@ func (s *SQLite) JobByIdempotencyKey(key, idem string) (Job, error) {
 	return scanJob(s.db.QueryRow(`SELECT `+jobCols+` FROM jobs WHERE api_key = ? AND idempotency_key = ?`, key, idem))
 }
 
-// Expired lists finished jobs whose retention ended before t and whose webhook calls are all
-// made or given up (Hosted).
+// Expired lists finished jobs whose retention ended by t and whose webhook calls are all made
+// or given up (Hosted).
 func (s *SQLite) Expired(t time.Time, limit int) ([]Job, error) {
-	return s.jobs(`SELECT `+jobCols+` FROM jobs WHERE retain IS NOT NULL AND finished IS NOT NULL AND finished + retain < ?
+	return s.jobs(`SELECT `+jobCols+` FROM jobs WHERE retain IS NOT NULL AND finished IS NOT NULL AND finished + retain <= ?
 		AND status IN (?, ?, ?) AND `+noPendingDelivery+` ORDER BY finished + retain LIMIT ?`,
 		append(append([]any{t.UnixNano()}, finishedStates...), limit)...)
 }
+
+// Now is this process's clock: it alone stamps the jobs' ends (Hosted).
+func (s *SQLite) Now() (time.Time, error) { return time.Now(), nil }
 
 // SweepLease is always held: one process owns the file.
 func (s *SQLite) SweepLease(string, time.Duration) (bool, error) { return true, nil }

@@ -10,7 +10,9 @@ var _ Outbox = (*SQLite)(nil)
 
 // The webhook outbox in SQLite: the same table and the same rule as PostgreSQL's
 // (migrations/003_priority_deadline_webhooks.sql): triggers write a delivery in the statement
-// that starts or ends a job that asked for a webhook. Priority and queue deadlines need no
+// that starts or ends a job that asked for a webhook (an end after the store check's repair
+// ran the job again under a new id, as migrations/004_webhook_end_after_rerun.sql; the trigger
+// is made anew at every open, so an older file gets it). Priority and queue deadlines need no
 // column here: the one process's scheduler holds every queued job and reads them from the
 // request.
 const sqliteWebhookSchema = `
@@ -29,14 +31,16 @@ BEGIN
   INSERT OR IGNORE INTO webhook_deliveries (id, job_id, event, url, status, started, created)
   VALUES (NEW.id || ':started', NEW.id, 'started', json_extract(NEW.request, '$.webhook'), 'running', NEW.started, NEW.started);
 END;
-CREATE TRIGGER IF NOT EXISTS jobs_webhook_ended AFTER UPDATE OF status ON jobs
+DROP TRIGGER IF EXISTS jobs_webhook_ended;
+CREATE TRIGGER jobs_webhook_ended AFTER UPDATE OF status ON jobs
 WHEN OLD.status IN ('queued', 'running') AND NEW.status IN ('succeeded', 'failed', 'cancelled')
   AND json_extract(NEW.request, '$.webhook') IS NOT NULL
   AND (json_extract(NEW.request, '$.webhook_events') IS NULL
     OR EXISTS (SELECT 1 FROM json_each(NEW.request, '$.webhook_events') WHERE value = NEW.status))
 BEGIN
   INSERT OR IGNORE INTO webhook_deliveries (id, job_id, event, url, status, error, started, finished, created)
-  VALUES (NEW.id || ':' || NEW.status, NEW.id, NEW.status, json_extract(NEW.request, '$.webhook'), NEW.status, NEW.error,
+  VALUES (NEW.id || ':' || NEW.status || (SELECT CASE WHEN COUNT(*) > 0 THEN ':' || (COUNT(*) + 1) ELSE '' END
+      FROM webhook_deliveries WHERE job_id = NEW.id AND event = NEW.status), NEW.id, NEW.status, json_extract(NEW.request, '$.webhook'), NEW.status, NEW.error,
     NEW.started, NEW.finished, COALESCE(NEW.finished, CAST(unixepoch('subsec') * 1e9 AS INTEGER)));
 END;`
 

@@ -62,7 +62,7 @@ type Filter struct {
 type Meta interface {
 	CreateJob(j Job) error
 	SetRunning(id string, at time.Time) error             // queued -> running, keeping the first start
-	Finish(id, status, reason string, at time.Time) error // final status and reason
+	Finish(id, status, reason string, at time.Time) error // final status and reason, ended at (PostgreSQL: at its own clock, Hosted.Now)
 	Requeue(id string) error                              // back to queued (resume after a restart)
 	AskCancel(id string) error                            // record that a DELETE asked to cancel the unfinished job (Job.CancelAsked)
 	Job(id string) (Job, error)

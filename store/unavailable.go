@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -38,6 +40,29 @@ func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.E
 // Detail is the driver's own message, for the log only (it may name hosts and ports).
 func (e *UnavailableError) Detail() string { return e.Err.Error() }
 
+// ErrRefused is a store that refused what was asked for a reason no wait mends (permission
+// denied, a bucket that does not exist, a request it calls invalid): waiting would never end,
+// so a run fails the job with the reason instead.
+var ErrRefused = errors.New("store refused the request")
+
+// RefusedError says which store refused and why, in words safe to show a client (the job's
+// error): no address, path or credential. The driver's error stays reachable for the log.
+type RefusedError struct {
+	Store string // "image store"
+	Cause string // "permission denied", "S3 NoSuchBucket", …
+	Err   error
+}
+
+func (e *RefusedError) Error() string {
+	return "the " + e.Store + " refused the request (" + e.Cause + ")"
+}
+
+// Unwrap makes errors.Is(err, ErrRefused) hold and keeps the driver's error for errors.As.
+func (e *RefusedError) Unwrap() []error { return []error{ErrRefused, e.Err} }
+
+// Detail is the driver's own message, for the log only (it may name paths and hosts).
+func (e *RefusedError) Detail() string { return e.Err.Error() }
+
 // dbErr classifies an error of the database driver (PostgreSQL or SQLite): a failure of the
 // database or the way to it is ErrUnavailable; a statement the database refuses as wrong (bad
 // data, a broken constraint, a syntax error) or the driver refuses (wrong arguments) is a bug
@@ -66,16 +91,51 @@ func dbErr(err error) error {
 	return &UnavailableError{Store: "database", Cause: c, Err: err}
 }
 
-// blobErr classifies an error of the object store or the image folder.
+// blobErr classifies an error of the object store or the image folder: what the store refuses
+// for good (refusedBlob) is ErrRefused, anything else (a connection refused or cut, a timeout,
+// a server error, a full disk) ErrUnavailable.
 func blobErr(err error) error {
-	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnavailable) {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRefused) {
 		return err
 	}
 	c := cause(err)
 	if code := minio.ToErrorResponse(err).Code; code != "" {
 		c = "S3 " + code
 	}
+	if refused, why := refusedBlob(err); refused {
+		if c == "error" {
+			c = why
+		}
+		return &RefusedError{Store: "image store", Cause: c, Err: err}
+	}
 	return &UnavailableError{Store: "image store", Cause: c, Err: err}
+}
+
+// refusedBlob reports whether the image store refused for good, and names why: an S3 answer
+// of 4xx other than a timeout or a slow-down (access denied, no such bucket, bad credentials,
+// an invalid request), or a file system that forbids the write or cannot hold the path.
+func refusedBlob(err error) (bool, string) {
+	if r := minio.ToErrorResponse(err); r.StatusCode >= 400 && r.StatusCode < 500 {
+		switch {
+		case r.StatusCode == http.StatusRequestTimeout, r.StatusCode == http.StatusTooManyRequests,
+			r.Code == "RequestTimeout", r.Code == "SlowDown":
+			return false, ""
+		}
+		return true, "HTTP " + strconv.Itoa(r.StatusCode)
+	}
+	for _, e := range []struct {
+		err  error
+		name string
+	}{
+		{os.ErrPermission, "permission denied"}, {syscall.EROFS, "read-only file system"}, {syscall.ENOTDIR, "not a directory"},
+		{syscall.EISDIR, "is a directory"}, {syscall.ENAMETOOLONG, "name too long"}, {syscall.EINVAL, "invalid argument"},
+		{os.ErrNotExist, "not found"},
+	} {
+		if errors.Is(err, e.err) {
+			return true, e.name
+		}
+	}
+	return false, ""
 }
 
 // cause names a transport failure in a few words.

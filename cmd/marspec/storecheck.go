@@ -4,17 +4,19 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"marspec/server"
 )
 
 // runStore is `marspec store check [--repair]`: the orphans of a store both ways (objects
 // without a record, records without an object), found by reading every job and listing every
-// object; --repair removes the objects and the dangling records, and puts the jobs that lost
+// object, safe while servers use the store (it looks at each suspect again after the listing);
+// --repair removes the objects and the dangling records, and puts the jobs that lost
 // an image back to the queue to make it again. The store is named as serve names it.
 func runStore(args []string) error {
 	if len(args) == 0 || args[0] != "check" {
-		return fmt.Errorf("usage: marspec store check [--repair] [--store URL] [--blobs URL] [--data-dir DIR]")
+		return fmt.Errorf("usage: marspec store check [--repair] [--store URL] [--blobs URL] [--data-dir DIR] [--write-timeout D]")
 	}
 	fs := flag.NewFlagSet("store check", flag.ContinueOnError)
 	cfg := server.DefaultConfig()
@@ -24,6 +26,14 @@ func runStore(args []string) error {
 	cfg.Blobs, _ = os.LookupEnv("MARSPEC_BLOBS")
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "jobs and image records, as serve --store ($MARSPEC_STORE)")
 	fs.StringVar(&cfg.Blobs, "blobs", cfg.Blobs, "image bytes, as serve --blobs ($MARSPEC_BLOBS)")
+	if v, ok := os.LookupEnv("MARSPEC_WRITE_TIMEOUT"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("$MARSPEC_WRITE_TIMEOUT %q is not a duration (e.g. 90s)", v)
+		}
+		cfg.WriteTimeout = d
+	}
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "the servers' --write-timeout: a job counts as expired once its retention ended this long ago, when their sweep removes it ($MARSPEC_WRITE_TIMEOUT)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -38,7 +48,7 @@ func runStore(args []string) error {
 		return err
 	}
 	defer st.Close()
-	o, err := st.Check()
+	o, err := st.Check(server.SweepGrace(cfg))
 	if err != nil {
 		return err
 	}

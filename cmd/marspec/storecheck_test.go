@@ -40,7 +40,7 @@ func TestStoreCheckAndRepair(t *testing.T) {
 }
 
 // An expired job not swept yet is no orphan (exit 0, named as waiting for the sweep); --repair
-// removes it, objects and record.
+// removes it, objects and record, once the sweep's grace (--write-timeout) has passed too.
 func TestStoreCheckLeavesExpiredToTheSweep(t *testing.T) {
 	dir := t.TempDir()
 	st, err := store.Open(dir)
@@ -60,6 +60,17 @@ func TestStoreCheckLeavesExpiredToTheSweep(t *testing.T) {
 	if err := runStore([]string{"check", "--data-dir", dir}); err != nil {
 		t.Fatalf("check of a store with an expired job: %v", err)
 	}
+	// within the servers' grace (their --write-timeout) it is not expired yet: kept
+	if err := runStore([]string{"check", "--repair", "--write-timeout", "2h", "--data-dir", dir}); err != nil {
+		t.Fatalf("repair within the grace: %v", err)
+	}
+	if st, err = store.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Job(id); err != nil {
+		t.Errorf("the repair removed a job within the servers' grace: %v", err)
+	}
+	st.Close()
 	if err := runStore([]string{"check", "--repair", "--data-dir", dir}); err != nil {
 		t.Fatalf("repair: %v", err)
 	}
