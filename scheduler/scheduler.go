@@ -142,8 +142,9 @@ func (s *Scheduler) submit(job Job, bounded bool) error {
 
 // Hold keeps every worker from admitting images or stepping until the returned release is
 // called (once; later calls do nothing). Jobs submitted meanwhile queue up and then start
-// together, merged per engine group as far as MaxBatch allows: a caller that must submit several jobs
-// before any runs (a test of merging, a batch of jobs taken over at once) holds first.
+// together, merged per engine group as far as MaxBatch allows: a caller that must submit
+// several jobs before any runs (a test of merging, a batch of jobs taken over at once) holds
+// first.
 func (s *Scheduler) Hold() (release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
