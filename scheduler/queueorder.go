@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// The order jobs take free slots in, and queue deadlines. A worker admits images from its
-// pending jobs in rank order (Job.Rank: the arrival moved earlier by priority, see
-// store.QueueRank), the earlier arrival first among equal ranks; images already in the batch
-// keep their slots (no preemption), so a job of higher rank starts when the next slot frees.
+// The order jobs take free slots in, and queue deadlines. Images are admitted from the jobs of
+// the whole queue, every group's, in rank order (Job.Rank: the arrival moved earlier by
+// priority, see store.QueueRank; slots.go), the earlier arrival first among equal ranks;
+// images already in a batch keep their slots (no preemption), so a job of higher rank starts
+// when the next slot frees.
 // A job that has not started by its Job.Deadline ends with ErrQueueDeadline: checked when
 // its images would be admitted, and by Expire, which a caller runs on a timer, so a job
 // fails on time even while its worker is held or busy with a long step.
@@ -46,6 +47,7 @@ func (s *Scheduler) Expire(now time.Time) []string {
 			w.poke() // with nothing left to run it retires
 		}
 	}
+	s.wakeHead(nil) // the head may have been one of them
 	s.mu.Unlock()
 	ids := make([]string, 0, len(ended))
 	for _, r := range ended {

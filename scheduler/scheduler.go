@@ -1,7 +1,9 @@
 // Package scheduler runs generation jobs: a bounded queue, and one worker per engine group that
 // merges the images of concurrent jobs into one running batch (continuous batching: an image
-// joins when a slot is free and frees it as soon as it is finished). It never sees HTTP, and
-// its model runtime is a generation.Models, so tests run it with analytic models.
+// joins when a slot is free and frees it as soon as it is finished). The slots are the
+// server's, shared by every group (slots.go): images in flight never exceed Config.MaxBatch
+// in all, and a free slot goes to the highest-ranked job of the whole queue. It never sees
+// HTTP, and its model runtime is a generation.Models, so tests run it with analytic models.
 package scheduler
 
 import (
@@ -49,7 +51,7 @@ type Config struct {
 	Models    generation.Models
 	Sink      Sink
 	QueueSize int // jobs accepted and not finished; more are refused with ErrQueueFull
-	MaxBatch  int // images in flight per engine group
+	MaxBatch  int // images in flight, in all engine groups together (slots.go)
 	// Isolate turns cross-request batching off: an engine runs the images of one job at a
 	// time (still batched within the job). It exists to measure what merging requests buys.
 	Isolate bool
@@ -62,6 +64,7 @@ type Scheduler struct {
 	cfg     Config
 	mu      sync.Mutex
 	jobs    map[string]*running
+	queue   []*running // jobs with images left to admit, in rank order (slots.go)
 	workers map[string]*worker
 	closed  bool
 	quit    chan struct{}
@@ -73,8 +76,10 @@ type Scheduler struct {
 type running struct {
 	job        Job
 	group      string
-	next       int // next image index to admit
-	done       int // images finished (including job.Done)
+	alone      bool // its group is its own, its images depend on their batch-mates (slots.go)
+	next       int  // next image index to admit (never one of job.Done)
+	left       int  // images not yet admitted, job.Done left out
+	done       int  // images finished (including job.Done)
 	inFlight   int
 	start      time.Time
 	started    bool
@@ -112,13 +117,16 @@ func (s *Scheduler) submit(job Job, bounded bool) error {
 	case bounded && s.unfinished() >= s.cfg.QueueSize:
 		return ErrQueueFull
 	}
-	r := &running{job: job, group: groupKey(job.ID, &job.Plan)}
+	r := &running{job: job, group: groupKey(job.ID, &job.Plan), alone: alone(job.ID, &job.Plan)}
 	for i := range job.Done {
 		if i >= 0 && i < job.Plan.Images() {
 			r.done++
 		}
 	}
+	r.left = job.Plan.Images() - r.done
+	r.skipDone()
 	s.jobs[job.ID] = r
+	s.queue = byRank(s.queue, r)
 	w := s.workers[r.group]
 	if w == nil {
 		w = &worker{s: s, key: r.group, wake: make(chan struct{}, 1)}
@@ -128,13 +136,15 @@ func (s *Scheduler) submit(job Job, bounded bool) error {
 	}
 	w.pending = byRank(w.pending, r)
 	w.poke()
+	s.wakeHead(w)
 	return nil
 }
 
 // Hold keeps every worker from admitting images or stepping until the returned release is
 // called (once; later calls do nothing). Jobs submitted meanwhile queue up and then start
-// together, as one merged batch per engine group: a caller that must submit several jobs
-// before any runs (a test of merging, a batch of jobs taken over at once) holds first.
+// together, merged per engine group as far as MaxBatch allows: a caller that must submit
+// several jobs before any runs (a test of merging, a batch of jobs taken over at once) holds
+// first.
 func (s *Scheduler) Hold() (release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -7,9 +7,11 @@ import (
 	"marspec/api"
 )
 
-// worker runs one engine group: it admits images of its pending jobs while slots are free,
-// steps the engine, hands finished images to the sink and ends jobs. It exits when it has
-// nothing to do (a later job of its group starts a new one) or at shutdown.
+// worker runs one engine group: it admits images of its pending jobs when the head of the
+// whole queue is one of them and the server has free slots (slots.go), steps the engine,
+// hands finished images to the sink and ends jobs. Its engine goes while nothing is in
+// flight; the worker exits when it has no jobs (a later job of its group starts a new one)
+// or at shutdown.
 //
 // The sink is never called under s.mu: its calls write to a database that may be slow or
 // away, and every worker, Submit, Cancel and Depth wait on s.mu. What happens under the lock
@@ -89,6 +91,7 @@ func (w *worker) run() {
 			continue
 		}
 		if w.eng == nil || w.eng.active() == 0 {
+			w.eng = nil // an idle engine holds no memory while others use the slots; made again on use
 			if w.retireIfIdle() {
 				return
 			}
@@ -114,8 +117,9 @@ func (w *worker) run() {
 	}
 }
 
-// admit ends cancelled jobs and those past their queue deadline, and lets images join, in
-// rank order, while the batch has room.
+// admit ends cancelled jobs and those past their queue deadline, refills the slots a job that
+// runs alone keeps, and lets images of the head job join while it is of this group and the
+// server has room (slots.go).
 func (w *worker) admit() error {
 	s := w.s
 	s.mu.Lock()
@@ -138,44 +142,70 @@ func (w *worker) admit() error {
 	}
 	clear(w.pending[len(keep):])
 	w.pending = keep
-	busy := false // Isolate: a job before this one still has images to make or in flight
 	for _, r := range w.pending {
-		if s.cfg.Isolate && busy {
-			break
-		}
-		for r.next < r.job.Plan.Images() {
-			if r.job.Done[r.next] {
-				r.next++
-				continue
-			}
-			if w.eng == nil {
-				eng, err := newEngine(s.cfg.Models, &r.job.Plan)
-				if err != nil {
-					return err
-				}
-				w.eng = eng
-			}
-			if w.eng.active() >= s.cfg.MaxBatch {
-				return nil
-			}
-			if err := w.eng.add(r.job.ID, &r.job.Plan, r.next); err != nil {
+		if r.alone && r.started {
+			if err := w.join(r, s.room(r)); err != nil {
 				return err
 			}
-			if !r.started {
-				r.started, r.start = true, time.Now()
-				w.notes = append(w.notes, note{r: r, start: true})
-			}
-			r.next++
-			r.inFlight++
 		}
-		if r.inFlight == 0 && r.done == r.job.Plan.Images() {
+	}
+	for {
+		r := s.head()
+		if r == nil || r.group != w.key || (s.cfg.Isolate && w.othersInFlight(r)) {
+			break
+		}
+		n := s.room(r)
+		if n == 0 {
+			break
+		}
+		if err := w.join(r, n); err != nil {
+			return err
+		}
+	}
+	for _, r := range w.pending {
+		if r.left == 0 && r.inFlight == 0 && r.done == r.job.Plan.Images() {
 			w.end(r, nil) // a resumed job whose images were all made already
-			continue
 		}
-		busy = true
 	}
 	w.compact()
+	s.wakeHead(w)
 	return nil
+}
+
+// join adds up to n images of r to the engine, made on first use (s.mu held).
+func (w *worker) join(r *running, n int) error {
+	for ; n > 0 && r.left > 0; n-- {
+		if w.eng == nil {
+			eng, err := newEngine(w.s.cfg.Models, &r.job.Plan)
+			if err != nil {
+				return err
+			}
+			w.eng = eng
+		}
+		if err := w.eng.add(r.job.ID, &r.job.Plan, r.next); err != nil {
+			return err
+		}
+		if !r.started {
+			r.started, r.start = true, time.Now()
+			w.notes = append(w.notes, note{r: r, start: true})
+		}
+		r.next++
+		r.left--
+		r.inFlight++
+		r.skipDone()
+	}
+	return nil
+}
+
+// othersInFlight reports whether the engine holds images of a job other than r (Isolate: an
+// engine runs one job at a time) (s.mu held).
+func (w *worker) othersInFlight(r *running) bool {
+	for _, o := range w.pending {
+		if o != r && o.inFlight > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // deliver stores finished images, reports progress and ends complete jobs.
@@ -216,6 +246,7 @@ func (w *worker) deliver(done []finished) {
 		}
 	}
 	w.compact()
+	s.wakeHead(w) // slots were freed: the head may be another group's
 }
 
 // end finishes a job once (s.mu held); tell reports it.
@@ -249,6 +280,7 @@ func (w *worker) failAll(err error) {
 	}
 	w.pending = nil
 	w.eng = nil
+	s.wakeHead(w)
 }
 
 // retireIfIdle removes the worker when it has no jobs (under the lock, so Submit either sees

@@ -109,7 +109,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 	s(&c.Precision, "precision", "PRECISION", mar.FP32, "transformer and head weights of requests that name none: "+mar.PrecisionNames()+" (int8: the packs' quantised graphs, scripts/packs/quantize_pack.py)")
 	s(&c.Precisions, "precisions", "PRECISIONS", "", "precisions a request may name, comma-separated (e.g. fp32 to refuse int8); empty = every one the packs have graphs for")
 	n(&c.QueueSize, "queue", "QUEUE", 64, "jobs accepted and not finished; more get 503")
-	n(&c.MaxBatch, "max-batch", "MAX_BATCH", 32, "images in flight per engine group")
+	n(&c.MaxBatch, "max-batch", "MAX_BATCH", 32, "images in flight on this server, all engine groups (packs, precisions, modes) together")
 	n(&c.MaxImages, "max-images", "MAX_IMAGES", 256, "images per request")
 	d(&c.MaxWait, "max-wait", "MAX_WAIT", time.Minute, "longest ?wait= a request may ask for")
 	bodyEnv := env("BODY_LIMIT", "65536")

@@ -30,7 +30,7 @@ func runLoadtest(args []string) error {
 	fs.StringVar(&m.Precision, "precision", "", "the requests' precision, fp32 or int8; unset: their preset's, else the server's default")
 	fs.StringVar(&p.CrossBatch, "cross-batch", "both", "in-process server: on, off (one request per batch) or both, side by side")
 	fs.Uint64Var(&m.Seed, "seed", 1, "seed of the request mix (classes, counts) and of the requests")
-	fs.IntVar(&p.Local.MaxBatch, "max-batch", 32, "in-process server: images in flight per engine group")
+	fs.IntVar(&p.Local.MaxBatch, "max-batch", 32, "in-process server: images in flight, all engine groups together")
 	fs.IntVar(&p.Local.QueueSize, "queue", 64, "in-process server: queue bound")
 	fs.StringVar(&p.Local.Target, "target", "target", "in-process server: target pack")
 	fs.StringVar(&p.Local.Draft, "draft", "draft", "in-process server: draft pack (opened for mode spec only)")
