@@ -2,14 +2,17 @@ package generation
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"marspec/mar"
 	"marspec/models"
 	"marspec/onnxrt"
+	"marspec/progress"
 )
 
 // Models gives the scheduler runnable models by pack name and precision (mar.FP32, mar.Int8;
@@ -64,6 +67,9 @@ type ORTModels struct {
 	Provider string // cpu, cuda or cuda:N
 	Threads  int
 	Tuning   onnxrt.Tuning // ONNX Runtime's CPU settings (zero: its defaults)
+	// Log, when set, hears a line as each pack starts opening and one when it is open (a
+	// big pack takes seconds): "opening NAME (PRECISION)..." and "opened NAME in X s".
+	Log io.Writer
 
 	mu     sync.Mutex
 	models map[string]*mar.Model // by ModelName
@@ -125,9 +131,16 @@ func (o *ORTModels) Model(pack, precision string) (*mar.Model, error) {
 	if err := onnxrt.Prepare(o.ORTLib, dev); err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, "opening %s (%s)...\n", pack, pick(precision, "", mar.FP32))
+	}
 	m, err := p.Open(onnxrt.SessionOptions{Device: dev, IntraOpThreads: o.Threads, Tuning: o.Tuning})
 	if err != nil {
 		return nil, err
+	}
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, "opened %s in %s\n", pack, progress.Span(time.Since(start)))
 	}
 	if o.models == nil {
 		o.models = map[string]*mar.Model{}

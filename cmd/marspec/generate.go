@@ -105,7 +105,11 @@ func runGenerate(args []string) error {
 	}
 	// the packs open before anything is written: a corrupt pack or a missing device leaves
 	// no folder behind
-	gen, err := generation.NewGenerator(plan, &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads, Tuning: g.rt.tuning}, batch)
+	models := &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads, Tuning: g.rt.tuning}
+	if !g.quiet {
+		models.Log = os.Stderr
+	}
+	gen, err := generation.NewGenerator(plan, models, batch)
 	if err != nil {
 		return err
 	}
@@ -123,11 +127,12 @@ func runGenerate(args []string) error {
 	return g.report(plan, cat, res)
 }
 
-// generateInto runs the plan into the outputs with a progress bar and says what it wrote;
+// generateInto runs the plan into the outputs with a progress bar (tokens, inside the images)
+// and says what it wrote;
 // interrupted (Ctrl-C), it says what it kept and returns errInterrupted.
 func (g *generateFlags) generateInto(ctx context.Context, plan generation.Plan, gen generation.Generator, made *generation.Created) (generation.Result, error) {
-	bar := progress.New(os.Stderr, "generate", "images", plan.Images(), progress.Options{Quiet: g.quiet})
-	w, err := generation.WriteRun(ctx, plan, gen, g.outputs(), made, func(generation.Image) { bar.Add(1, "") })
+	bar := generation.NewRunProgress(os.Stderr, plan, progress.Options{Quiet: g.quiet})
+	w, err := generation.WriteRun(ctx, plan, gen, g.outputs(), made, bar.Watch())
 	bar.Done()
 	if err != nil {
 		return generation.Result{}, err
