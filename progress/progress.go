@@ -86,10 +86,10 @@ func (r *Reporter) Set(done int, note string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.bar != nil && note != "" {
-		r.bar.Describe(r.label + " (" + note + ")")
-	}
 	r.update(done, note)
+	if r.bar != nil && note != "" {
+		r.bar.Describe(r.label + " (" + note + ")") // drawn at once, with the count just set
+	}
 }
 
 // Println writes a line of its own: on a terminal the bar is cleared first and drawn again at
@@ -176,9 +176,13 @@ func (r *Reporter) Done() {
 	}
 }
 
-// Span writes a duration as a person reads it: "40 ms", "3.7 s", "37 s", "16 min", "2.5 h".
+// Span writes a duration as a person reads it: "40 µs", "2.5 ms", "40 ms", "3.7 s", "37 s", "16 min", "2.5 h".
 func Span(d time.Duration) string {
 	switch s := d.Seconds(); {
+	case s < 0.001:
+		return fmt.Sprintf("%.0f µs", s*1e6)
+	case s < 0.01:
+		return fmt.Sprintf("%.1f ms", s*1000)
 	case s < 1:
 		return fmt.Sprintf("%.0f ms", s*1000)
 	case s < 10:

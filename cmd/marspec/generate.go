@@ -62,7 +62,7 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&g.jsonOut, "json", false, "print the statistics as one JSON object")
 	fs.StringVar(&g.heatmap, "heatmap", "", "spec mode: write the per-position acceptance map (PNG) to this file")
 	fs.StringVar(&g.server, "server", "", "generate on a running marspec server (http://HOST:PORT) instead of here: its packs and defaults, the same files in --out")
-	fs.BoolVar(&g.quiet, "quiet", false, "no progress on stderr (a bar on a terminal, a line a second otherwise)")
+	fs.BoolVar(&g.quiet, "quiet", false, "no progress on stderr: the packs opening, what the run costs here, its tokens per AR step (a bar on a terminal, a line a second otherwise)")
 	fs.StringVar(&g.token, "token", "", "with --server: the server's API token (default $MARSPEC_TOKEN, read when used so -h never shows it)")
 }
 
@@ -112,6 +112,16 @@ func runGenerate(args []string) error {
 	gen, err := generation.NewGenerator(plan, models, batch)
 	if err != nil {
 		return err
+	}
+	if !g.quiet && plan.Spec == nil {
+		// what the run costs here and the faster presets, before it takes that long
+		m, err := models.Model(plan.Pack, plan.Precision)
+		if err != nil {
+			return err
+		}
+		if err := generation.TellCosts(os.Stderr, "", m, plan.Precision, cat, &plan, g.rt.threads); err != nil {
+			return err
+		}
 	}
 	var made generation.Created
 	if _, err := g.prepareOutputs(&made); err != nil {

@@ -31,8 +31,8 @@ func TestGenerateMakesMissingFolders(t *testing.T) {
 	}
 }
 
-// Without a terminal, progress is plain lines on stderr: the pack opening, then the tokens
-// inside the images with the AR step, at most one line a second, the last one the total, and
+// Without a terminal, progress is plain lines on stderr: the pack opening, what the run costs
+// here, then the tokens inside the images with the AR step, at most one line a second, the last one the total, and
 // after the first AR step what the run will take.
 func TestGenerateProgressLinesWithoutATerminal(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
@@ -59,6 +59,12 @@ func TestGenerateProgressLinesWithoutATerminal(t *testing.T) {
 	if !strings.Contains(counts[0], "; AR step 1/49 of batch 1/4, 0/20 images") ||
 		!strings.HasPrefix(counts[len(counts)-1], "generate: 980/980 tokens (100%)") {
 		t.Errorf("first line %q, last %q: want the AR step inside the first images, and the total", counts[0], counts[len(counts)-1])
+	}
+	// before the run: what it costs here, and the presets estimated faster (this run is the
+	// slow one-token-per-step reference)
+	if !strings.Contains(stderr, "\ncost here: about ") || !strings.Contains(stderr, " per image for this run: an estimate from one transformer pass (") ||
+		!strings.Contains(stderr, "\n  faster: --preset fast (runs int8; estimated from the ") {
+		t.Errorf("stderr %q lacks what the run costs here and the faster presets", stderr)
 	}
 	if !strings.Contains(stderr, "\nAR step 1/49 took ") || !strings.Contains(stderr, " for the 20 images in 4 batches (estimated from this step)") {
 		t.Errorf("stderr %q lacks the estimate after the first AR step", stderr)
