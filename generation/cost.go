@@ -13,11 +13,12 @@ import (
 )
 
 // Costs are what one transformer pass and one diffusion-head call of an open model take on
-// this machine, each over one row (one image's tokens; one token), timed at open. They make
+// this machine, each over one image's rows (its tokens; one token), timed at open. They make
 // an estimate of what a setting costs here, not a measurement of it: a run batches rows, the
 // head may run as a fused loop or a distilled head, and a server remembers first AR steps.
 type Costs struct {
 	Pass, Head time.Duration
+	Guided     bool   // timed over the two rows of a guided image (class and "no class"), else one
 	Precision  string // of the graphs timed (mar.FP32, mar.Int8)
 }
 
@@ -25,26 +26,35 @@ type Costs struct {
 // graph allocates, so the fastest of a few is the steady cost. A long pass is timed once.
 const costRuns = 3
 
-// MeasureCosts times one transformer pass over a row that knows one token (a row knowing none
-// is the opening memo's, which a second call would not compute) and one head call over one
-// token, of m opened at precision.
-func MeasureCosts(m *mar.Model, precision string) (Costs, error) {
+// MeasureCosts times one transformer pass over an image that knows one token (one knowing
+// none is the opening memo's, which a second call would not compute) and one head call over
+// one token, of m opened at precision, guided (two rows each, as sampling runs them) or not.
+func MeasureCosts(m *mar.Model, precision string, guided bool) (Costs, error) {
 	man := m.Manifest
 	L, D, W := man.SeqLen(), man.TokenDim, man.Width
+	rows := 1
+	if guided {
+		rows = 2
+	}
 	ctx := mar.NewContextBatch(1, L, D)
 	ctx.Set(0, 0, make([]float64, D))
-	z := make([]float32, L*W)
-	pass, err := fastest(func() error { return ctx.Condition(m.Transformer, z, nil) })
+	z, zu := make([]float32, L*W), []float32(nil)
+	if guided {
+		zu = make([]float32, L*W)
+	}
+	pass, err := fastest(func() error { return ctx.Condition(m.Transformer, z, zu) })
 	if err != nil {
 		return Costs{}, fmt.Errorf("timing a transformer pass: %w", err)
 	}
-	xt, out := make([]float32, D), make([]float32, 2*D)
-	t := []float32{float32(man.Diffusion.TrainingSteps / 2)}
-	head, err := fastest(func() error { return m.Head.Predict(xt, t, z[:W], 1, out) })
+	xt, out, t := make([]float32, rows*D), make([]float32, rows*2*D), make([]float32, rows)
+	for i := range t {
+		t[i] = float32(man.Diffusion.TrainingSteps / 2)
+	}
+	head, err := fastest(func() error { return m.Head.Predict(xt, t, z[:rows*W], rows, out) })
 	if err != nil {
 		return Costs{}, fmt.Errorf("timing a head call: %w", err)
 	}
-	return Costs{Pass: pass, Head: head, Precision: pick(precision, "", mar.FP32)}, nil
+	return Costs{Pass: pass, Head: head, Guided: guided, Precision: pick(precision, "", mar.FP32)}, nil
 }
 
 // fastest is the shortest of up to costRuns timed calls of f, stopping after a call over a
@@ -68,8 +78,8 @@ func fastest(f func() error) (time.Duration, error) {
 }
 
 // Image estimates one image at batch 1 under opt (validated): a pass per AR step plus a head
-// call per token and diffusion step of its AR step, both twice when guided (the unconditional
-// rows; a CPU's cost grows with the rows).
+// call per token and diffusion step of its AR step. Timed guided and run unguided (or the
+// other way), the cost is halved (doubled): a CPU's cost grows with the rows.
 func (c Costs) Image(opt mar.Options, seqLen int) time.Duration {
 	sizes := mar.StepSizes(seqLen, opt.NumIter)
 	calls := 0
@@ -77,8 +87,11 @@ func (c Costs) Image(opt mar.Options, seqLen int) time.Duration {
 		calls += size * mar.StepsAt(opt, k, len(sizes))
 	}
 	total := time.Duration(len(sizes))*c.Pass + time.Duration(calls)*c.Head
-	if opt.CFG != 1 {
+	switch guided := opt.CFG != 1; {
+	case guided && !c.Guided:
 		total *= 2
+	case !guided && c.Guided:
+		total /= 2
 	}
 	return total
 }
@@ -92,8 +105,12 @@ func (c Costs) About(threads int) string {
 			th += "s"
 		}
 	}
-	return fmt.Sprintf("an estimate from one transformer pass (%s) and one head call (%s) timed at open, %s, %s",
-		progress.Span(c.Pass), progress.Span(c.Head), c.Precision, th)
+	rows := "unguided"
+	if c.Guided {
+		rows = "guided"
+	}
+	return fmt.Sprintf("an estimate from one %s transformer pass (%s) and head call (%s) timed at open, %s, %s",
+		rows, progress.Span(c.Pass), progress.Span(c.Head), c.Precision, th)
 }
 
 // SettingCost is the estimated cost of one image under a preset.
@@ -127,17 +144,23 @@ func PresetCosts(c Costs, cat Catalog) []SettingCost {
 	return out
 }
 
+// defaultPlan is what a request naming nothing runs on cat's target (one image).
+func defaultPlan(cat Catalog) (*Plan, error) {
+	p, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Seed: new(uint64)}, cat)
+	return &p, err
+}
+
 // DescribeCosts writes what an image of plan costs here (nil plan: the pack's default
 // request) and names the presets estimated faster, with their provenance: the first lines of
 // a run, and marspec models. cat's target is the pack; indent starts each line.
 func DescribeCosts(w io.Writer, indent string, c Costs, cat Catalog, plan *Plan, threads int) error {
 	what := "this run"
 	if plan == nil {
-		p, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Seed: new(uint64)}, cat)
+		p, err := defaultPlan(cat)
 		if err != nil {
 			return err
 		}
-		plan, what = &p, "the default request"
+		plan, what = p, "the default request"
 		if p.Preset != "" {
 			what = "the default, preset " + p.Preset
 		}
@@ -166,10 +189,17 @@ func DescribeCosts(w io.Writer, indent string, c Costs, cat Catalog, plan *Plan,
 	return nil
 }
 
-// TellCosts times the parts of m, open at precision (MeasureCosts), and describes what plan costs here (nil: the
-// pack's default request) with DescribeCosts.
+// TellCosts times the parts of m, open at precision (MeasureCosts, guided as plan is), and
+// describes what plan costs here (nil: the pack's default request) with DescribeCosts.
 func TellCosts(w io.Writer, indent string, m *mar.Model, precision string, cat Catalog, plan *Plan, threads int) error {
-	c, err := MeasureCosts(m, precision)
+	ref := plan
+	if ref == nil {
+		var err error
+		if ref, err = defaultPlan(cat); err != nil {
+			return err
+		}
+	}
+	c, err := MeasureCosts(m, precision, ref.Options.CFG != 1)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,16 @@ func TestCostsOfAnImage(t *testing.T) {
 	}
 	opt.CFG = 2.9
 	if got, want := c.Image(opt, 256), 2*(256*time.Second+256*100*10*time.Millisecond); got != want {
-		t.Errorf("guided: %v, want %v", got, want)
+		t.Errorf("guided, timed unguided: %v, want %v", got, want)
+	}
+	g := c
+	g.Guided = true
+	if got, want := g.Image(opt, 256), 256*time.Second+256*100*10*time.Millisecond; got != want {
+		t.Errorf("guided, timed guided: %v, want %v", got, want)
+	}
+	opt.CFG = 1
+	if got, want := g.Image(opt, 256), (256*time.Second+256*100*10*time.Millisecond)/2; got != want {
+		t.Errorf("unguided, timed guided: %v, want %v", got, want)
 	}
 	// two AR steps of 3 tokens, 10 then 4 diffusion steps
 	opt = mar.Options{CFG: 1, NumIter: 2, Steps: 10, StepsLate: 4}
@@ -48,7 +57,7 @@ func TestDescribeCostsNamesFasterPresets(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	// 6 AR steps of 2 s and 6 tokens x 10 steps of 20 ms
-	if want := "cost here: about 13 s per image for this run: an estimate from one transformer pass (2.0 s) and one head call (20 ms) timed at open, fp32, 1 thread"; lines[0] != want {
+	if want := "cost here: about 13 s per image for this run: an estimate from one unguided transformer pass (2.0 s) and head call (20 ms) timed at open, fp32, 1 thread"; lines[0] != want {
 		t.Errorf("first line %q, want %q", lines[0], want)
 	}
 	var faster []string

@@ -62,7 +62,7 @@ func TestGenerateProgressLinesWithoutATerminal(t *testing.T) {
 	}
 	// before the run: what it costs here, and the presets estimated faster (this run is the
 	// slow one-token-per-step reference)
-	if !strings.Contains(stderr, "\ncost here: about ") || !strings.Contains(stderr, " per image for this run: an estimate from one transformer pass (") ||
+	if !strings.Contains(stderr, "\ncost here: about ") || !strings.Contains(stderr, " per image for this run: an estimate from one unguided transformer pass (") ||
 		!strings.Contains(stderr, "\n  faster: --preset fast (runs int8; estimated from the ") {
 		t.Errorf("stderr %q lacks what the run costs here and the faster presets", stderr)
 	}
