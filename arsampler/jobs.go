@@ -102,18 +102,33 @@ func (e *Engine) Known() map[string]int {
 // waiting ones join between rounds. Results come back in job order, matched by the job's
 // position in the list (two requests may both have an image with index 0).
 func (e *Engine) Run(jobs []Job, maxBatch int) ([]Result, error) {
-	return e.RunEach(jobs, maxBatch, nil)
+	return e.RunWatched(jobs, maxBatch, Watch{})
 }
 
-// RunEach is Run that also hands each round's finished images to each (when not nil) as soon
-// as the round ends, so a caller can keep or count them before the whole run is over.
-func (e *Engine) RunEach(jobs []Job, maxBatch int, each func([]Result)) ([]Result, error) {
+// Watch is what a run tells its caller as it goes; a nil field is not called.
+type Watch struct {
+	// Finished gets each round's finished images as soon as the round ends, so a caller can
+	// keep or count them before the whole run is over.
+	Finished func([]Result)
+	// Round is told after every round how far the run is (progress inside an image).
+	Round func(RoundDone)
+}
+
+// RoundDone is how far a run is after one of its rounds.
+type RoundDone struct {
+	Round    int // rounds so far
+	Finished int // images finished so far
+	Known    int // verified tokens of the unfinished images
+}
+
+// RunWatched is Run that tells w how it goes.
+func (e *Engine) RunWatched(jobs []Job, maxBatch int, w Watch) ([]Result, error) {
 	if maxBatch < 1 {
 		maxBatch = len(jobs)
 	}
 	results := make([]Result, 0, len(jobs))
 	next := 0
-	for next < len(jobs) || e.Active() > 0 {
+	for round := 1; next < len(jobs) || e.Active() > 0; round++ {
 		if free := maxBatch - e.Active(); free > 0 && next < len(jobs) {
 			n := min(free, len(jobs)-next)
 			if err := e.add(next, jobs[next:next+n]); err != nil {
@@ -125,10 +140,17 @@ func (e *Engine) RunEach(jobs []Job, maxBatch int, each func([]Result)) ([]Resul
 		if err != nil {
 			return nil, err
 		}
-		if each != nil && len(done) > 0 {
-			each(done)
+		if w.Finished != nil && len(done) > 0 {
+			w.Finished(done)
 		}
 		results = append(results, done...)
+		if w.Round != nil {
+			known := 0
+			for _, st := range e.active {
+				known += st.known
+			}
+			w.Round(RoundDone{Round: round, Finished: len(results), Known: known})
+		}
 	}
 	sort.Slice(results, func(a, b int) bool { return results[a].slot < results[b].slot })
 	return results, nil
@@ -138,30 +160,30 @@ func (e *Engine) RunEach(jobs []Job, maxBatch int, each func([]Result)) ([]Resul
 // firstIndex+i and the configuration's seed) with at most maxBatch in flight, and summarises the
 // run with its wall time. draft may be nil when cfg.SelfDraft is set.
 func Generate(target, draft *mar.Model, cfg Config, classes []int, firstIndex, maxBatch int) ([]Result, Summary, error) {
-	return GenerateEach(target, draft, cfg, classes, firstIndex, maxBatch, nil)
+	return GenerateWatched(target, draft, cfg, classes, firstIndex, maxBatch, Watch{})
 }
 
-// GenerateEach is Generate that hands finished images to each as they come (Engine.RunEach).
-func GenerateEach(target, draft *mar.Model, cfg Config, classes []int, firstIndex, maxBatch int, each func([]Result)) ([]Result, Summary, error) {
+// GenerateWatched is Generate that tells w how it goes (Engine.RunWatched).
+func GenerateWatched(target, draft *mar.Model, cfg Config, classes []int, firstIndex, maxBatch int, w Watch) ([]Result, Summary, error) {
 	jobs := make([]Job, len(classes))
 	for i, c := range classes {
 		jobs[i] = Job{Index: firstIndex + i, Class: c}
 	}
-	return generateJobs(target, draft, cfg, jobs, maxBatch, each)
+	return generateJobs(target, draft, cfg, jobs, maxBatch, w)
 }
 
 // GenerateJobs is Generate for explicit jobs (their own seeds and requests).
 func GenerateJobs(target, draft *mar.Model, cfg Config, jobs []Job, maxBatch int) ([]Result, Summary, error) {
-	return generateJobs(target, draft, cfg, jobs, maxBatch, nil)
+	return generateJobs(target, draft, cfg, jobs, maxBatch, Watch{})
 }
 
-func generateJobs(target, draft *mar.Model, cfg Config, jobs []Job, maxBatch int, each func([]Result)) ([]Result, Summary, error) {
+func generateJobs(target, draft *mar.Model, cfg Config, jobs []Job, maxBatch int, w Watch) ([]Result, Summary, error) {
 	e, err := NewEngine(target, draft, cfg)
 	if err != nil {
 		return nil, Summary{}, err
 	}
 	start := time.Now()
-	res, err := e.RunEach(jobs, maxBatch, each)
+	res, err := e.RunWatched(jobs, maxBatch, w)
 	if err != nil {
 		return nil, Summary{}, err
 	}

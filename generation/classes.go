@@ -96,3 +96,28 @@ func Slug(s string) string {
 		return '-'
 	}, s)
 }
+
+// ShortClassList is how many classes `marspec models` lists before a count of the rest.
+const ShortClassList = 10
+
+// ClassList writes classes as "0=T-shirt/top (t-shirt-top), 1=Trouser, ...": each id, name
+// and, where it differs, the slug file names use (also accepted by --class). Unless all, only
+// the first ShortClassList, then "... and N more; --classes to list all".
+func ClassList(classes []string, all bool) string {
+	n := len(classes)
+	if !all {
+		n = min(n, ShortClassList)
+	}
+	parts := make([]string, n)
+	for i, c := range classes[:n] {
+		parts[i] = fmt.Sprintf("%d=%s", i, c)
+		if slug := Slug(c); slug != strings.ToLower(c) {
+			parts[i] += " (" + slug + ")"
+		}
+	}
+	s := strings.Join(parts, ", ")
+	if rest := len(classes) - n; rest > 0 {
+		s += fmt.Sprintf(", ... and %d more; --classes to list all", rest)
+	}
+	return s
+}

@@ -85,3 +85,22 @@ func TestUnknownClassListsFewNames(t *testing.T) {
 		t.Errorf("error %q does not list the three names", msg)
 	}
 }
+
+// A long class list shows its first names and a count of the rest; all shows every one.
+func TestClassListShortAndAll(t *testing.T) {
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i)
+	}
+	names[1] = "T-shirt/top"
+	short := ClassList(names, false)
+	if want := "0=n0, 1=T-shirt/top (t-shirt-top), 2=n2, 3=n3, 4=n4, 5=n5, 6=n6, 7=n7, 8=n8, 9=n9, ... and 990 more; --classes to list all"; short != want {
+		t.Errorf("short list %q, want %q", short, want)
+	}
+	if all := ClassList(names, true); !strings.HasSuffix(all, ", 998=n998, 999=n999") || strings.Contains(all, "more") {
+		t.Errorf("full list ends %q", all[len(all)-40:])
+	}
+	if ten := ClassList(names[:10], false); strings.Contains(ten, "more") || !strings.HasSuffix(ten, "9=n9") {
+		t.Errorf("ten classes: %q", ten)
+	}
+}

@@ -27,10 +27,10 @@ type GenerateSettings struct {
 	Provider, Precision string
 }
 
-// Request turns the settings into a request and the catalog of the packs it needs, read when
-// local (the target's settings resolve the preset and the default request; the draft is read
-// only for the modes that run it, so a bad --draft does not stop a target-only run). With
-// local false no pack is read (a server runs its own).
+// Request turns the settings into a request and the catalog of the packs it needs, their
+// manifests read when local (the target's settings resolve the preset and the default
+// request; the draft's is read only for the modes that run it, so a bad --draft does not stop
+// a target-only run). With local false no pack is read (a server runs its own).
 func (g *GenerateSettings) Request(set map[string]bool, local bool) (Request, Catalog, error) {
 	var req Request
 	cat := Catalog{TargetPack: g.Target, DraftPack: g.Draft, MaxImages: g.MaxImages, Provider: g.Provider, Precision: g.Precision}
@@ -94,14 +94,15 @@ func (g *GenerateSettings) Request(set map[string]bool, local bool) (Request, Ca
 	if !local {
 		return req, cat, nil
 	}
-	// only the packs the mode runs are read, so a bad --draft does not stop a target-only run;
-	// the target's settings resolve the preset and the default request
+	// only the manifests of the packs the mode runs are read (their graphs when they open), so
+	// a bad --draft does not stop a target-only run; the target's settings resolve the preset
+	// and the default request
 	if req.Mode != ModeDraft {
-		p, err := LoadPack(cat.TargetPack)
+		m, err := LoadManifest(cat.TargetPack)
 		if err != nil {
 			return req, cat, err
 		}
-		cat.Target = p.Manifest
+		cat.Target = m
 	}
 	settings, pack := cat.Settings()
 	mode, _, _, err := ResolveMode(req, settings, pack)
@@ -113,11 +114,11 @@ func (g *GenerateSettings) Request(set map[string]bool, local bool) (Request, Ca
 			return req, cat, &FieldError{Field: "draft", Value: g.Draft, Allowed: "a draft pack, or mode spec",
 				Reason: "drafting with the target itself has no draft-only mode"}
 		}
-		p, err := LoadPack(cat.DraftPack)
+		m, err := LoadManifest(cat.DraftPack)
 		if err != nil {
 			return req, cat, err
 		}
-		cat.Draft = p.Manifest
+		cat.Draft = m
 	}
 	return req, cat, nil
 }

@@ -2,14 +2,18 @@ package generation
 
 import (
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"marspec/mar"
 	"marspec/models"
 	"marspec/onnxrt"
+	"marspec/progress"
 )
 
 // Models gives the scheduler runnable models by pack name and precision (mar.FP32, mar.Int8;
@@ -64,6 +68,9 @@ type ORTModels struct {
 	Provider string // cpu, cuda or cuda:N
 	Threads  int
 	Tuning   onnxrt.Tuning // ONNX Runtime's CPU settings (zero: its defaults)
+	// Log, when set, hears a line as each pack starts opening and one when it is open (a
+	// big pack takes seconds): "opening NAME (PRECISION)..." and "opened NAME in X s".
+	Log io.Writer
 
 	mu     sync.Mutex
 	models map[string]*mar.Model // by ModelName
@@ -78,7 +85,7 @@ func LoadPack(name string) (*mar.Pack, error) { return LoadPackAt(name, mar.FP32
 func LoadPackAt(name, precision string) (*mar.Pack, error) {
 	var p *mar.Pack
 	var err error
-	if st, serr := os.Stat(name); (name == "target" || name == "draft") && (serr != nil || !st.IsDir()) {
+	if isEmbeddedPack(name) {
 		p, err = mar.LoadPackFSAt(models.FS, name, path.Join("embedded", name), precision)
 	} else {
 		p, err = mar.LoadPackDirAt(name, precision)
@@ -90,6 +97,43 @@ func LoadPackAt(name, precision string) (*mar.Pack, error) {
 		return nil, fmt.Errorf("%s/manifest.json: %v", p.Source, err)
 	}
 	return p, nil
+}
+
+// isEmbeddedPack reports whether name is an embedded pack: "target" or "draft" with no folder of
+// that name.
+func isEmbeddedPack(name string) bool {
+	st, err := os.Stat(name)
+	return (name == "target" || name == "draft") && (err != nil || !st.IsDir())
+}
+
+// LoadManifest reads only a pack's manifest, resolved and checked as LoadPack does: what a
+// request needs before the pack opens, for one small file instead of the pack's graphs (1.7 GB
+// at MAR-B). A graph missing or broken shows when the pack opens.
+func LoadManifest(name string) (*mar.Manifest, error) {
+	var m *mar.Manifest
+	source := name
+	if isEmbeddedPack(name) {
+		source = path.Join("embedded", name)
+		data, err := fs.ReadFile(models.FS, path.Join(name, "manifest.json"))
+		if err != nil {
+			return nil, fmt.Errorf("model pack %s: cannot read manifest.json: %v", source, err)
+		}
+		if m, err = mar.ParseManifest(data, source+"/manifest.json"); err != nil {
+			return nil, err
+		}
+	} else {
+		if st, err := os.Stat(name); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("model pack %s: no such folder", name)
+		}
+		var err error
+		if m, err = mar.LoadManifest(name); err != nil {
+			return nil, err
+		}
+	}
+	if err := CheckSettings(m); err != nil {
+		return nil, fmt.Errorf("%s/manifest.json: %v", source, err)
+	}
+	return m, nil
 }
 
 // Open returns a copy of the packs opened so far, by name.
@@ -118,16 +162,24 @@ func (o *ORTModels) Model(pack, precision string) (*mar.Model, error) {
 	if err := ValidateRuntime(dev.Provider(), o.Threads); err != nil {
 		return nil, err
 	}
-	p, err := LoadPackAt(pack, precision)
-	if err != nil {
+	// the runtime first: a missing library or provider is the one line a refused run prints
+	if err := onnxrt.Prepare(o.ORTLib, dev); err != nil {
 		return nil, err
 	}
-	if err := onnxrt.Prepare(o.ORTLib, dev); err != nil {
+	start := time.Now() // reading the graphs is part of opening: a big pack's files take seconds
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, "opening %s (%s)...\n", pack, pick(precision, "", mar.FP32))
+	}
+	p, err := LoadPackAt(pack, precision)
+	if err != nil {
 		return nil, err
 	}
 	m, err := p.Open(onnxrt.SessionOptions{Device: dev, IntraOpThreads: o.Threads, Tuning: o.Tuning})
 	if err != nil {
 		return nil, err
+	}
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, "opened %s in %s\n", pack, progress.Span(time.Since(start)))
 	}
 	if o.models == nil {
 		o.models = map[string]*mar.Model{}

@@ -24,9 +24,30 @@ type Generator interface {
 	// depends only on the plan, its index and its class, so chunks of a long run can be made
 	// apart (and in any order) and still give the images of one run.
 	Generate(ctx context.Context, classes []int, first int) (Result, error)
-	// GenerateEach is Generate that also hands each image to each (when not nil) as soon as
-	// it is finished, before the run ends: a caller interrupted midway keeps those.
-	GenerateEach(ctx context.Context, classes []int, first int, each func(Image)) (Result, error)
+	// GenerateWatched is Generate that tells w how it goes: each image as soon as it is
+	// finished, before the run ends (a caller interrupted midway keeps those), and how far
+	// the run is after each AR step or round.
+	GenerateWatched(ctx context.Context, classes []int, first int, w Watch) (Result, error)
+}
+
+// Watch is what a run tells its caller as it goes; a nil field is not called. Both are called
+// from the generating goroutine, once per image and once per AR step (or round): keep them
+// cheap.
+type Watch struct {
+	Image func(Image)
+	Step  func(Step)
+}
+
+// Step is how far a run is after one AR step of a batch (target and draft modes) or one round
+// of the speculative engine (spec mode).
+type Step struct {
+	Tokens int // decoded so far, finished images counted whole
+	Images int // finished so far
+	// Step and Steps are the AR steps done and in all of the batch running, of Batch of
+	// Batches (target and draft modes); in spec mode Step counts rounds and the others are 0,
+	// as a round decodes as many tokens as its drafts earn.
+	Step, Steps    int
+	Batch, Batches int
 }
 
 // NewGenerator opens the plan's models and returns its generator, at most maxBatch images in
@@ -56,12 +77,13 @@ type alone struct {
 }
 
 func (g alone) Generate(ctx context.Context, classes []int, first int) (Result, error) {
-	return g.GenerateEach(ctx, classes, first, nil)
+	return g.GenerateWatched(ctx, classes, first, Watch{})
 }
 
-// GenerateEach runs the batches one by one, as mar.Model.Generate does inside, so the images
-// are the same; each batch is handed over when it ends and ctx is checked between batches.
-func (g alone) GenerateEach(ctx context.Context, classes []int, first int, each func(Image)) (Result, error) {
+// GenerateWatched runs the batches one by one, as mar.Model.Generate does inside, so the
+// images are the same; each batch is handed over when it ends and ctx is checked between
+// batches.
+func (g alone) GenerateWatched(ctx context.Context, classes []int, first int, w Watch) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -69,6 +91,7 @@ func (g alone) GenerateEach(ctx context.Context, classes []int, first int, each 
 	if batch < 1 || batch > len(classes) {
 		batch = len(classes)
 	}
+	L, batches := g.model.Manifest.SeqLen(), (len(classes)+batch-1)/batch
 	start := time.Now()
 	var out []Image
 	for lo := 0; lo < len(classes); lo += batch {
@@ -78,15 +101,15 @@ func (g alone) GenerateEach(ctx context.Context, classes []int, first int, each 
 		hi := min(lo+batch, len(classes))
 		opt := g.opt
 		opt.Batch, opt.FirstIndex = 0, first+lo
-		imgs, err := g.model.Generate(classes[lo:hi], opt)
+		imgs, err := g.model.GenerateWatched(classes[lo:hi], opt, stepsOf(w.Step, lo, L, lo/batch+1, batches))
 		if err != nil {
 			return Result{}, err
 		}
 		secs := time.Since(start).Seconds()
 		for _, im := range imgs {
 			img := Image{Index: im.Index, Class: im.Class, Pixels: im.Pixels, Seconds: secs}
-			if each != nil {
-				each(img)
+			if w.Image != nil {
+				w.Image(img)
 			}
 			out = append(out, img)
 		}
@@ -98,6 +121,17 @@ func (g alone) GenerateEach(ctx context.Context, classes []int, first int, each 
 	return Result{Images: out, Seconds: secs}, nil
 }
 
+// stepsOf turns a batch's AR steps into the run's Steps (nil when nobody watches): before
+// the batch, done images were finished, of seqLen tokens each.
+func stepsOf(step func(Step), done, seqLen, batch, batches int) func(mar.StepDone) {
+	if step == nil {
+		return nil
+	}
+	return func(s mar.StepDone) {
+		step(Step{Tokens: done*seqLen + s.Images*s.Known, Images: done, Step: s.Step, Steps: s.Steps, Batch: batch, Batches: batches})
+	}
+}
+
 // speculative drafts with the draft pack (or the target itself) and verifies with the target.
 type speculative struct {
 	target, draft *mar.Model
@@ -106,24 +140,30 @@ type speculative struct {
 }
 
 func (g speculative) Generate(ctx context.Context, classes []int, first int) (Result, error) {
-	return g.GenerateEach(ctx, classes, first, nil)
+	return g.GenerateWatched(ctx, classes, first, Watch{})
 }
 
-func (g speculative) GenerateEach(ctx context.Context, classes []int, first int, each func(Image)) (Result, error) {
+func (g speculative) GenerateWatched(ctx context.Context, classes []int, first int, w Watch) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
 	start := time.Now()
-	var handOver func([]arsampler.Result)
-	if each != nil {
-		handOver = func(done []arsampler.Result) {
+	var watch arsampler.Watch
+	if w.Image != nil {
+		watch.Finished = func(done []arsampler.Result) {
 			secs := time.Since(start).Seconds()
 			for _, r := range done {
-				each(specImage(r, secs))
+				w.Image(specImage(r, secs))
 			}
 		}
 	}
-	res, sum, err := arsampler.GenerateEach(g.target, g.draft, g.cfg, classes, first, g.maxBatch, handOver)
+	if w.Step != nil {
+		L := g.target.Manifest.SeqLen()
+		watch.Round = func(r arsampler.RoundDone) {
+			w.Step(Step{Tokens: r.Finished*L + r.Known, Images: r.Finished, Step: r.Round})
+		}
+	}
+	res, sum, err := arsampler.GenerateWatched(g.target, g.draft, g.cfg, classes, first, g.maxBatch, watch)
 	if err != nil {
 		return Result{}, err
 	}

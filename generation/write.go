@@ -104,10 +104,11 @@ func WroteSummary(n int, dir, grid, heatmap string) string {
 }
 
 // WriteRun runs the plan with gen, writing each image into o.Dir as soon as it is finished
-// (each hears of it, for progress), then the grid and the acceptance map. If ctx ends first
+// (watch.Image hears of it once written, watch.Step of each AR step: progress), then the grid and
+// the acceptance map. If ctx ends first
 // it keeps the images already written and draws their grid; if the run fails it removes
 // everything made records. Call o.Prepare first.
-func WriteRun(ctx context.Context, plan Plan, gen Generator, o Outputs, made *Created, each func(Image)) (Written, error) {
+func WriteRun(ctx context.Context, plan Plan, gen Generator, o Outputs, made *Created, watch Watch) (Written, error) {
 	var (
 		mu       sync.Mutex
 		finished []Image
@@ -127,8 +128,8 @@ func WriteRun(ctx context.Context, plan Plan, gen Generator, o Outputs, made *Cr
 		}
 		made.File(path)
 		finished = append(finished, img)
-		if each != nil {
-			each(img)
+		if watch.Image != nil {
+			watch.Image(img)
 		}
 	}
 	type outcome struct {
@@ -137,7 +138,7 @@ func WriteRun(ctx context.Context, plan Plan, gen Generator, o Outputs, made *Cr
 	}
 	ended := make(chan outcome, 1)
 	go func() {
-		res, err := gen.GenerateEach(ctx, plan.Classes, 0, keep)
+		res, err := gen.GenerateWatched(ctx, plan.Classes, 0, Watch{Image: keep, Step: watch.Step})
 		ended <- outcome{res, err}
 	}()
 	var out outcome

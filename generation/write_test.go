@@ -38,7 +38,7 @@ func TestWriteRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	announced := 0
-	w, err := WriteRun(context.Background(), plan, gen, o, &made, func(Image) { announced++ })
+	w, err := WriteRun(context.Background(), plan, gen, o, &made, Watch{Image: func(Image) { announced++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestWriteRunInterrupted(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	w, err := WriteRun(ctx, plan, gen, o, &made, nil)
+	w, err := WriteRun(ctx, plan, gen, o, &made, Watch{})
 	if err != nil || !w.Interrupted || w.Grid != "" && len(w.Images) == 0 {
 		t.Fatalf("written %+v, %v", w, err)
 	}

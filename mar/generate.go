@@ -186,6 +186,19 @@ func StepsAt(opt Options, k, numIter int) int {
 // Generate samples one image per entry of classes with the model alone (no speculation).
 // Image i depends only on (opt, i, classes[i]): the batch size does not change it.
 func (m *Model) Generate(classes []int, opt Options) ([]Image, error) {
+	return m.GenerateWatched(classes, opt, nil)
+}
+
+// StepDone is how far a batch of Generate is after one of its AR steps.
+type StepDone struct {
+	Step, Steps int // AR steps done, and in all, of this batch
+	Images      int // images in the batch
+	Known       int // tokens known of each image of the batch
+}
+
+// GenerateWatched is Generate that tells onStep (when not nil) after each AR step of each
+// batch how far it is: progress inside an image for the cost of one call per step.
+func (m *Model) GenerateWatched(classes []int, opt Options, onStep func(StepDone)) ([]Image, error) {
 	if err := m.Validate(&opt); err != nil {
 		return nil, err
 	}
@@ -200,7 +213,7 @@ func (m *Model) Generate(classes []int, opt Options) ([]Image, error) {
 	images := make([]Image, 0, len(classes))
 	for start := 0; start < len(classes); start += batch {
 		end := min(start+batch, len(classes))
-		got, err := m.generateBatch(classes[start:end], opt.FirstIndex+start, opt, &dens)
+		got, err := m.generateBatch(classes[start:end], opt.FirstIndex+start, opt, &dens, onStep)
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +246,7 @@ func (d *denoisers) get(steps int) (*Denoiser, error) {
 	return den, nil
 }
 
-func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoisers) ([]Image, error) {
+func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoisers, onStep func(StepDone)) ([]Image, error) {
 	b := len(classes)
 	L, D, W := m.Manifest.SeqLen(), m.Manifest.TokenDim, m.Manifest.Width
 	guided := opt.CFG != 1
@@ -285,6 +298,9 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoi
 			ctx.Set(w[0], w[1], x0[r])
 		}
 		known += size
+		if onStep != nil {
+			onStep(StepDone{Step: k + 1, Steps: len(sizes), Images: b, Known: known})
+		}
 	}
 	images := make([]Image, b)
 	for i := range images {

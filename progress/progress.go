@@ -75,20 +75,57 @@ func (r *Reporter) Add(n int, note string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.done += n
+	r.update(r.done+n, note)
+}
+
+// Set records that done units are done in all (a count kept by the caller, as the tokens of
+// a run are); note is as Add's, and on a terminal follows the label.
+func (r *Reporter) Set(done int, note string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.update(done, note)
+	if r.bar != nil && note != "" {
+		r.bar.Describe(r.label + " (" + note + ")") // drawn at once, with the count just set
+	}
+}
+
+// Println writes a line of its own: on a terminal the bar is cleared first and drawn again at
+// the next count.
+func (r *Reporter) Println(line string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.bar != nil {
-		_ = r.bar.Add(n)
+		_ = r.bar.Clear()
+	}
+	fmt.Fprintln(r.w, line)
+}
+
+// update moves the count to done (r.mu held) and draws it: the bar, or a plain line when a
+// second has passed since the last one or the count has just reached the total (that line is
+// written once, however often the total is reported).
+func (r *Reporter) update(done int, note string) {
+	prev := r.done
+	r.done = done
+	if r.bar != nil {
+		_ = r.bar.Set(done)
 		return
 	}
 	now := r.now()
-	if r.done < r.total && now.Sub(r.printed) < time.Second {
+	reached := done >= r.total && prev < r.total
+	if !reached && (done >= r.total || now.Sub(r.printed) < time.Second) {
 		return
 	}
 	r.printed = now
 	fmt.Fprintln(r.w, r.line(now, note))
 }
 
-// line is the plain form: "label: 12/40 images (30%), 3.1 images/s, about 9s left; note".
+// line is the plain form: "label: 12/40 images (30%), 3.1 images/s, about 9.0 s left; note".
 func (r *Reporter) line(now time.Time, note string) string {
 	elapsed := now.Sub(r.start).Seconds()
 	s := fmt.Sprintf("%s: %d/%d %s", r.label, r.done, r.total, r.unit)
@@ -97,15 +134,23 @@ func (r *Reporter) line(now time.Time, note string) string {
 	}
 	if elapsed > 0 && r.done > 0 {
 		rate := float64(r.done) / elapsed
-		s += fmt.Sprintf(", %.3g %s/s", rate, r.unit)
+		s += fmt.Sprintf(", %s %s/s", rateText(rate), r.unit)
 		if left := r.total - r.done; left > 0 {
-			s += ", about " + time.Duration(float64(left)/rate*float64(time.Second)).Round(time.Second).String() + " left"
+			s += ", about " + Span(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
 		}
 	}
 	if note != "" {
 		s += "; " + note
 	}
 	return s
+}
+
+// rateText is a rate with three significant digits, without an exponent: "0.125", "3.1", "2270".
+func rateText(rate float64) string {
+	if rate >= 1000 {
+		return fmt.Sprintf("%.0f", rate)
+	}
+	return fmt.Sprintf("%.3g", rate)
 }
 
 // Count is the units done so far (0 for a nil reporter).
@@ -128,5 +173,25 @@ func (r *Reporter) Done() {
 	if !r.bar.IsFinished() {
 		_ = r.bar.Exit()
 		fmt.Fprintln(r.w)
+	}
+}
+
+// Span writes a duration as a person reads it: "40 µs", "2.5 ms", "40 ms", "3.7 s", "37 s", "16 min", "2.5 h".
+func Span(d time.Duration) string {
+	switch s := d.Seconds(); {
+	case s < 0.001:
+		return fmt.Sprintf("%.0f µs", s*1e6)
+	case s < 0.01:
+		return fmt.Sprintf("%.1f ms", s*1000)
+	case s < 1:
+		return fmt.Sprintf("%.0f ms", s*1000)
+	case s < 10:
+		return fmt.Sprintf("%.1f s", s)
+	case s < 90:
+		return fmt.Sprintf("%.0f s", s)
+	case s < 90*60:
+		return fmt.Sprintf("%.0f min", s/60)
+	default:
+		return fmt.Sprintf("%.1f h", s/3600)
 	}
 }

@@ -23,7 +23,7 @@ func TestPlainLinesAreThrottledAndEndWithTheTotal(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("got %d lines, want 2:\n%s", len(lines), buf.String())
 	}
-	if want := "generate: 10/40 images (25%), 5 images/s, about 6s left; batch 1 of 4"; lines[0] != want {
+	if want := "generate: 10/40 images (25%), 5 images/s, about 6.0 s left; batch 1 of 4"; lines[0] != want {
 		t.Errorf("first line %q, want %q", lines[0], want)
 	}
 	if !strings.HasPrefix(lines[1], "generate: 40/40 images (100%)") || strings.Contains(lines[1], "left") {
@@ -56,5 +56,28 @@ func TestTerminalBarShowsCountAndRate(t *testing.T) {
 	out := buf.String()
 	if !strings.Contains(out, "4/4") || !strings.Contains(out, "images/s") || !strings.Contains(out, "\r") {
 		t.Fatalf("bar output %q lacks the count, the rate or redraws", out)
+	}
+}
+
+// Set moves a count the caller keeps; the total's line is written once however often the
+// total is reported, and a line of its own goes between the counts.
+func TestSetWritesTheTotalOnce(t *testing.T) {
+	var buf bytes.Buffer
+	no := false
+	r := New(&buf, "generate", "tokens", 12, Options{Terminal: &no})
+	clock := r.start
+	r.now = func() time.Time { return clock }
+	clock = clock.Add(time.Second)
+	r.Set(3, "AR step 1/4")
+	r.Println("AR step 1/4 took 1.0 s: about 4.0 s for this image")
+	clock = clock.Add(time.Second)
+	r.Set(12, "AR step 4/4")
+	clock = clock.Add(time.Second)
+	r.Set(12, "AR step 4/4")
+	want := "generate: 3/12 tokens (25%), 3 tokens/s, about 3.0 s left; AR step 1/4\n" +
+		"AR step 1/4 took 1.0 s: about 4.0 s for this image\n" +
+		"generate: 12/12 tokens (100%), 6 tokens/s; AR step 4/4\n"
+	if buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"marspec/api"
 	"marspec/generation"
 	"marspec/mar"
+	"marspec/progress"
 )
 
 // Generate runs req on the marspec server at serverURL (`generate --server URL`): it
@@ -86,12 +87,18 @@ func submitWithRetry(ctx context.Context, c *api.Client, req api.GenerateRequest
 	}
 }
 
-// followJob follows the job's events to its end, printing progress; if the stream breaks (a
-// restarting server) it polls instead.
-func followJob(ctx context.Context, c *api.Client, id string, progress io.Writer) (*api.Generation, error) {
+// followJob follows the job's events to its end, showing its tokens as the server counts them
+// (inside its images: progress.Reporter, a bar on a terminal, a line at most every second
+// otherwise); if the stream breaks (a restarting server) it polls instead.
+func followJob(ctx context.Context, c *api.Client, id string, out io.Writer) (*api.Generation, error) {
+	var bar *progress.Reporter
 	show := func(p api.Progress) {
-		fmt.Fprintf(progress, "\r%d/%d images, %3.0f%%", p.ImagesDone, p.ImagesTotal, 100*p.Fraction)
+		if bar == nil {
+			bar = progress.New(out, "job "+id, "tokens", p.TokensTotal, progress.Options{})
+		}
+		bar.Set(p.TokensDone, fmt.Sprintf("%d/%d images", p.ImagesDone, p.ImagesTotal))
 	}
+	defer func() { bar.Done() }()
 	final, err := c.Events(ctx, id, func(ev api.Event) error {
 		switch {
 		case ev.Progress != nil:
@@ -102,14 +109,17 @@ func followJob(ctx context.Context, c *api.Client, id string, progress io.Writer
 		return nil
 	})
 	if err == nil {
-		fmt.Fprintln(progress)
 		return final, nil
 	}
 	var apiErr *api.Error
 	if ctx.Err() != nil || errors.As(err, &apiErr) {
 		return nil, err
 	}
-	fmt.Fprintf(progress, "\nevent stream lost (%v); polling\n", err)
+	if bar != nil {
+		bar.Println(fmt.Sprintf("event stream lost (%v); polling", err))
+	} else {
+		fmt.Fprintf(out, "event stream lost (%v); polling\n", err)
+	}
 	for {
 		select {
 		case <-time.After(time.Second):
@@ -125,7 +135,6 @@ func followJob(ctx context.Context, c *api.Client, id string, progress io.Writer
 		}
 		show(g.Progress)
 		if g.Ended() {
-			fmt.Fprintln(progress)
 			return g, nil
 		}
 	}

@@ -39,7 +39,9 @@ func TestGenerateRemoteWritesTheServersImages(t *testing.T) {
 			t.Errorf("%s parameters %q", f, p)
 		}
 	}
-	if !strings.Contains(progress.String(), "4/4 images") {
+	// plain lines in a buffer, the last one every token of the 4 images
+	if !strings.Contains(progress.String(), " tokens (100%)") || !strings.Contains(progress.String(), "; 4/4 images\n") ||
+		strings.Contains(progress.String(), "\r") {
 		t.Errorf("progress output %q", progress.String())
 	}
 	// The same request run locally makes the same pixels.

@@ -87,10 +87,18 @@ func startWith(t *testing.T, st *store.Store, dir string, held bool, cfg Config)
 // startLogged is startWith with the server's log written to w, for a test that reads it.
 func startLogged(t *testing.T, st *store.Store, dir string, held bool, cfg Config, w io.Writer) *testServer {
 	t.Helper()
+	models, _ := generation.TestModels()
+	return startModels(t, st, dir, held, cfg, w, models)
+}
+
+// startModels is startLogged serving models (generation.TestModels, some changed by the test).
+func startModels(t *testing.T, st *store.Store, dir string, held bool, cfg Config, w io.Writer, models generation.Fixed) *testServer {
+	t.Helper()
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	models, cat := generation.TestModels()
+	_, cat := generation.TestModels()
+	cat.Target, cat.Draft = models["target"].Manifest, models["draft"].Manifest
 	cat.MaxImages = 64
 	log := slog.New(slog.NewTextHandler(w, nil))
 	ui := fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>gallery</title>")}, "app.js": {Data: []byte("//")}}

@@ -62,7 +62,7 @@ func (g *generateFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&g.jsonOut, "json", false, "print the statistics as one JSON object")
 	fs.StringVar(&g.heatmap, "heatmap", "", "spec mode: write the per-position acceptance map (PNG) to this file")
 	fs.StringVar(&g.server, "server", "", "generate on a running marspec server (http://HOST:PORT) instead of here: its packs and defaults, the same files in --out")
-	fs.BoolVar(&g.quiet, "quiet", false, "no progress on stderr (a bar on a terminal, a line a second otherwise)")
+	fs.BoolVar(&g.quiet, "quiet", false, "no progress on stderr: the packs opening, what the run costs here, its tokens per AR step (a bar on a terminal, a line a second otherwise)")
 	fs.StringVar(&g.token, "token", "", "with --server: the server's API token (default $MARSPEC_TOKEN, read when used so -h never shows it)")
 }
 
@@ -105,9 +105,23 @@ func runGenerate(args []string) error {
 	}
 	// the packs open before anything is written: a corrupt pack or a missing device leaves
 	// no folder behind
-	gen, err := generation.NewGenerator(plan, &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads, Tuning: g.rt.tuning}, batch)
+	models := &generation.ORTModels{ORTLib: g.rt.ortLib, Provider: g.rt.device.String(), Threads: g.rt.threads, Tuning: g.rt.tuning}
+	if !g.quiet {
+		models.Log = os.Stderr
+	}
+	gen, err := generation.NewGenerator(plan, models, batch)
 	if err != nil {
 		return err
+	}
+	if !g.quiet && plan.Spec == nil {
+		// what the run costs here and the faster presets, before it takes that long
+		m, err := models.Model(plan.Pack, plan.Precision)
+		if err != nil {
+			return err
+		}
+		if err := generation.TellCosts(os.Stderr, "", m, plan.Precision, cat, &plan, g.rt.threads); err != nil {
+			return err
+		}
 	}
 	var made generation.Created
 	if _, err := g.prepareOutputs(&made); err != nil {
@@ -123,11 +137,12 @@ func runGenerate(args []string) error {
 	return g.report(plan, cat, res)
 }
 
-// generateInto runs the plan into the outputs with a progress bar and says what it wrote;
+// generateInto runs the plan into the outputs with a progress bar (tokens, inside the images)
+// and says what it wrote;
 // interrupted (Ctrl-C), it says what it kept and returns errInterrupted.
 func (g *generateFlags) generateInto(ctx context.Context, plan generation.Plan, gen generation.Generator, made *generation.Created) (generation.Result, error) {
-	bar := progress.New(os.Stderr, "generate", "images", plan.Images(), progress.Options{Quiet: g.quiet})
-	w, err := generation.WriteRun(ctx, plan, gen, g.outputs(), made, func(generation.Image) { bar.Add(1, "") })
+	bar := generation.NewRunProgress(os.Stderr, plan, progress.Options{Quiet: g.quiet})
+	w, err := generation.WriteRun(ctx, plan, gen, g.outputs(), made, bar.Watch())
 	bar.Done()
 	if err != nil {
 		return generation.Result{}, err

@@ -31,15 +31,43 @@ func TestGenerateMakesMissingFolders(t *testing.T) {
 	}
 }
 
-// Without a terminal, progress is plain lines on stderr, the last one the total.
+// Without a terminal, progress is plain lines on stderr: the pack opening, what the run costs
+// here, then the tokens inside the images with the AR step, at most one line a second, the last one the total, and
+// after the first AR step what the run will take.
 func TestGenerateProgressLinesWithoutATerminal(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
-	_, stderr, code := marspec(t, nil, "generate", "--class", "all", "--n", "1", "--batch", "5", "--out", out)
+	start := time.Now()
+	// one token per AR step: 49 steps a batch, a few batches, so the run has many steps
+	_, stderr, code := marspec(t, nil, "generate", "--model", "target", "--num-iter", "0", "--class", "all", "--n", "2", "--batch", "5", "--out", out)
+	elapsed := time.Since(start)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stderr, "generate: 10/10 images (100%)") || strings.Contains(stderr, "\r") {
-		t.Fatalf("stderr %q lacks the plain final progress line", stderr)
+	if strings.Contains(stderr, "\r") || !strings.HasPrefix(stderr, "opening target (") || !strings.Contains(stderr, "\nopened target in ") {
+		t.Fatalf("stderr %q: carriage returns, or no line while the pack opens", stderr)
+	}
+	var counts []string
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(line, "generate: ") {
+			counts = append(counts, line)
+		}
+	}
+	// the first at the first step, then at most one a second, then the last
+	if most := int(elapsed/time.Second) + 2; len(counts) == 0 || len(counts) > most {
+		t.Fatalf("%d progress lines in %v, want 1 to %d: %q", len(counts), elapsed, most, stderr)
+	}
+	if !strings.Contains(counts[0], "; AR step 1/49 of batch 1/4, 0/20 images") ||
+		!strings.HasPrefix(counts[len(counts)-1], "generate: 980/980 tokens (100%)") {
+		t.Errorf("first line %q, last %q: want the AR step inside the first images, and the total", counts[0], counts[len(counts)-1])
+	}
+	// before the run: what it costs here, and the presets estimated faster (this run is the
+	// slow one-token-per-step reference)
+	if !strings.Contains(stderr, "\ncost here: about ") || !strings.Contains(stderr, " per image for this run: an estimate from one unguided transformer pass (") ||
+		!strings.Contains(stderr, "\n  faster: --preset fast (runs int8; estimated from the ") {
+		t.Errorf("stderr %q lacks what the run costs here and the faster presets", stderr)
+	}
+	if !strings.Contains(stderr, "\nAR step 1/49 took ") || !strings.Contains(stderr, " for the 20 images in 4 batches (estimated from this step)") {
+		t.Errorf("stderr %q lacks the estimate after the first AR step", stderr)
 	}
 }
 

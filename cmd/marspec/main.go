@@ -13,7 +13,7 @@ const usage = `marspec: class-conditional image generation with MAR-style models
 
 usage:
   marspec generate [flags]   generate images (marspec generate -h for flags)
-  marspec models   [flags]   list model packs and their classes, and check their graphs
+  marspec models   [flags]   list model packs (classes, presets, what an image costs here) and check their graphs
   marspec bench    [flags]   time transformer, head and generation (--spec: speculative table)
   marspec fid A B            FID between folders of images or .npz statistics (--stats DIR -o F)
   marspec eval --out RUN     offline scoring run: FID, IS, accuracy, alpha, speedup per configuration

@@ -163,7 +163,11 @@ func TestBadInputGivesOneLineError(t *testing.T) {
 			if !strings.Contains(stderr, c.want) {
 				t.Fatalf("stderr %q does not say %q", stderr, c.want)
 			}
-			if strings.Count(strings.TrimSpace(stderr), "\n") != 0 || strings.Contains(stderr, "panic") {
+			msg := stderr
+			if strings.HasPrefix(msg, "opening ") { // a pack that fails to open said it began
+				_, msg, _ = strings.Cut(msg, "\n")
+			}
+			if strings.Count(strings.TrimSpace(msg), "\n") != 0 || strings.Contains(stderr, "panic") {
 				t.Fatalf("want a one-line error, got %q", stderr)
 			}
 			// refused before anything was generated, and nothing made is left behind
@@ -391,5 +395,56 @@ func TestFlagsMayFollowArguments(t *testing.T) {
 	}
 	if *quiet || !slices.Equal(fs.Args(), []string{"A", "--quiet"}) {
 		t.Fatalf("after --: quiet %v, arguments %q", *quiet, fs.Args())
+	}
+}
+
+// models lists a pack's classes as the first few and a count, unless --classes asks for all;
+// each pack says what an image costs here under its default and which presets are faster.
+func TestModelsShortClassListAndCost(t *testing.T) {
+	dir := t.TempDir()
+	entries, err := os.ReadDir("../../models/target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("../../models/target", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Name() == "manifest.json" {
+			var m map[string]any
+			if err := json.Unmarshal(data, &m); err != nil {
+				t.Fatal(err)
+			}
+			names := make([]string, 25)
+			for i := range names {
+				names[i] = fmt.Sprintf("name%d", i)
+			}
+			m["classes"] = names
+			if data, err = json.Marshal(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, stderr, code := marspec(t, nil, "models", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := "  classes (25): 0=name0, 1=name1, 2=name2, 3=name3, 4=name4, 5=name5, 6=name6, 7=name7, 8=name8, 9=name9, ... and 15 more; --classes to list all\n"; !strings.Contains(out, want) {
+		t.Errorf("models output lacks the short list %q:\n%s", want, out)
+	}
+	if !strings.Contains(out, "  cost here: about ") || !strings.Contains(out, " per image for the default, preset fast") ||
+		!strings.Contains(out, ": an estimate from one unguided transformer pass (") {
+		t.Errorf("models output lacks the cost here:\n%s", out)
+	}
+	out, stderr, code = marspec(t, nil, "models", "--classes", dir)
+	if code != 0 {
+		t.Fatalf("--classes: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, ", 23=name23, 24=name24\n") || strings.Contains(out, "more; --classes") {
+		t.Errorf("--classes does not list every class:\n%s", out)
 	}
 }

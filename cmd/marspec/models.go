@@ -15,6 +15,7 @@ func runModels(args []string) error {
 	fs := flag.NewFlagSet("models", flag.ContinueOnError)
 	rt := addRuntimeFlags(fs)
 	rt.addPrecisionFlag(fs)
+	allClasses := fs.Bool("classes", false, fmt.Sprintf("list every class (default: the first %d and a count)", generation.ShortClassList))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -33,15 +34,20 @@ func runModels(args []string) error {
 			broken = append(broken, name)
 			continue
 		}
-		describePack(name, p)
+		describePack(name, p, *allClasses)
 		// a manifest and files that read are not enough: a truncated graph only shows when
 		// ONNX Runtime loads it, so every pack is opened once
-		if _, err := rt.open(name); err != nil {
+		m, err := rt.open(name)
+		if err != nil {
 			fmt.Printf("  BROKEN, cannot run: %v\n", err)
 			broken = append(broken, name)
 			continue
 		}
 		fmt.Println("  graphs: load in ONNX Runtime")
+		cat := generation.Catalog{TargetPack: name, Target: p.Manifest, Provider: rt.provider, Precision: rt.precision}
+		if err := generation.TellCosts(os.Stdout, "  ", m, rt.precision, cat, nil, rt.threads); err != nil {
+			fmt.Printf("  cost here: not estimated: %v\n", err)
+		}
 	}
 	if len(broken) > 0 {
 		return fmt.Errorf("%d of %d model packs cannot run: %s", len(broken), len(names), strings.Join(broken, ", "))
@@ -49,7 +55,8 @@ func runModels(args []string) error {
 	return nil
 }
 
-func describePack(name string, p *mar.Pack) {
+// describePack writes what the pack is; its classes as a short list with a count unless all.
+func describePack(name string, p *mar.Pack, all bool) {
 	m := p.Manifest
 	var tr struct {
 		Parameters int     `json:"parameters"`
@@ -61,14 +68,7 @@ func describePack(name string, p *mar.Pack) {
 		m.Image.Height, m.Image.Width, m.Image.Channels, m.Grid.Height, m.Grid.Width, m.TokenDim, m.Width, tr.Parameters, tr.Minutes)
 	fmt.Printf("  diffusion: %s, %d training steps, %d sampling steps, %s variance, clip x0 %v\n",
 		m.Diffusion.Schedule, m.Diffusion.TrainingSteps, m.Diffusion.SamplingSteps, m.Diffusion.Variance, m.Diffusion.ClipX0)
-	classes := make([]string, len(m.Classes))
-	for i, c := range m.Classes {
-		classes[i] = fmt.Sprintf("%d=%s", i, c)
-		if slug := generation.Slug(c); slug != strings.ToLower(c) {
-			classes[i] += " (" + slug + ")" // the name as in file names, also accepted by --class
-		}
-	}
-	fmt.Printf("  classes: %s\n", strings.Join(classes, ", "))
+	fmt.Printf("  classes (%d): %s\n", len(m.Classes), generation.ClassList(m.Classes, all))
 	if c := m.Cache; c != nil {
 		fmt.Printf("  cache across AR steps: %s (--cache on, docs/cache.md)\n", c.File)
 	}
