@@ -78,6 +78,12 @@ job="$(curl -s -X POST 'http://127.0.0.1:18080/v1/generations?wait=60s' -H 'Cont
      -d '{"class":"sneaker","n":4,"preset":"fast"}')"
 grep -q '"status":"succeeded"' <<< "$job" || { echo "readme_check: POST did not succeed: $job" >&2; exit 1; }
 echo "readme_check: ok        curl POST /v1/generations (preset fast)"
+# the OpenAI-compatible call; its answer is decoded here by python3 where the README pipes it to jq
+curl -s http://127.0.0.1:18080/openai/v1/images/generations -H 'Content-Type: application/json' \
+     -d '{"prompt": "sneaker", "n": 4}' > "$work/openai.json"
+/usr/bin/python3 -c 'import base64, json, sys; png = base64.b64decode(json.load(open(sys.argv[1]))["data"][0]["b64_json"]); assert png[:8] == b"\x89PNG\r\n\x1a\n"' "$work/openai.json" ||
+  { echo "readme_check: POST /openai/v1/images/generations gave no PNG: $(head -c 300 "$work/openai.json")" >&2; exit 1; }
+echo "readme_check: ok        curl POST /openai/v1/images/generations"
 for c in "${remote[@]}"; do
   c="${c//127.0.0.1:8080/127.0.0.1:18080}"
   case "$c" in
