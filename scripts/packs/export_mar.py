@@ -225,16 +225,23 @@ def export(model, cfg, vae, out, name, sampling_steps, names, names_source, reco
     # the cached transformer, for caching across AR steps (docs/cache.md), its weights kept as the transformer's
     manifest["cache"] = cached_transformer.add_to_pack(model, out, external=external)
     if head_loop:  # the head's reverse diffusion in one call (mar.HeadLoop), built from head.onnx
-        manifest["head_loop"] = fused_head_entry(out)
+        entry = fused_head_entry(out)
+        if entry:
+            manifest["head_loop"] = entry
     return manifest
 
 
 def fused_head_entry(out):
+    """Adds head_loop.onnx to the pack, or, without the onnx package (which a graph under 2 GB
+    otherwise does not need, and a GPU machine's PyTorch may lack), says so and leaves it out:
+    the pack is whole without it, its head runs one call per step."""
     try:
-        from packs import fuse_head  # needs the onnx package, which a graph under 2 GB otherwise does not
+        from packs import fuse_head
     except ImportError:
-        raise SystemExit("export_mar: the fused head (head_loop.onnx) needs the onnx Python package "
-                         "(apt-get install python3-onnx, or pip install onnx); --no-head-loop exports without it")
+        print(f"note: {out} has no head_loop.onnx (the head's reverse diffusion in one call): that needs the onnx "
+              "Python package (apt-get install python3-onnx, or pip install onnx), then scripts/packs/fuse_head.py "
+              f"{out} adds it", file=sys.stderr)
+        return None
     entry, _, _ = fuse_head.add_to_pack(out)
     return entry
 
