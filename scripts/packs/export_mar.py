@@ -3,9 +3,11 @@
   /usr/bin/python3 scripts/packs/export_mar.py --ckpt pretrained/mar_huge/checkpoint-last.pth \
       --model mar_huge --vae pretrained/vae/kl16.ckpt --out packs/mar-huge \
       [--weights model_ema|model] [--class-names names.txt|torchvision] [--sampling-steps 100] \
-      [--settings-of mar_base|mar_large|mar_huge|none]
+      [--settings-of mar_base|mar_large|mar_huge|none] [--no-head-loop]
 
-Writes manifest.json, transformer.onnx, head.onnx and decoder.onnx (docs/model-pack.md).
+Writes manifest.json, transformer.onnx, head.onnx and decoder.onnx (docs/model-pack.md), the
+cached transformer (docs/cache.md) and head_loop.onnx, the whole reverse diffusion in one call
+(scripts/packs/fuse_head.py; --no-head-loop leaves it out).
 The manifest carries MAR's published sampling settings for the model size (its "settings":
 defaults and the presets paper, speed and unguided, each with its provenance), so a request to
 `serve --target PACK` samples as the paper evaluates; --settings-of chooses another size's (a
@@ -178,7 +180,8 @@ def published_settings(size, seq_len, note=""):
     }
 
 
-def export(model, cfg, vae, out, name, sampling_steps, names, names_source, record, external=False, settings=None):
+def export(model, cfg, vae, out, name, sampling_steps, names, names_source, record, external=False, settings=None,
+           head_loop=True):
     os.makedirs(out, exist_ok=True)
     L, D, W = model.seq_len, model.token_dim, model.class_emb.weight.shape[1]
     batch = {0: "B"}
@@ -221,7 +224,26 @@ def export(model, cfg, vae, out, name, sampling_steps, names, names_source, reco
         print(f"note: {out}/transformer.onnx keeps its weights in {EXTERNAL_DATA}; keep the two together", file=sys.stderr)
     # the cached transformer, for caching across AR steps (docs/cache.md), its weights kept as the transformer's
     manifest["cache"] = cached_transformer.add_to_pack(model, out, external=external)
+    if head_loop:  # the head's reverse diffusion in one call (mar.HeadLoop), built from head.onnx
+        entry = fused_head_entry(out)
+        if entry:
+            manifest["head_loop"] = entry
     return manifest
+
+
+def fused_head_entry(out):
+    """Adds head_loop.onnx to the pack, or, without the onnx package (which a graph under 2 GB
+    otherwise does not need, and a GPU machine's PyTorch may lack), says so and leaves it out:
+    the pack is whole without it, its head runs one call per step."""
+    try:
+        from packs import fuse_head
+    except ImportError:
+        print(f"note: {out} has no head_loop.onnx (the head's reverse diffusion in one call): that needs the onnx "
+              "Python package (apt-get install python3-onnx, or pip install onnx), then scripts/packs/fuse_head.py "
+              f"{out} adds it", file=sys.stderr)
+        return None
+    entry, _, _ = fuse_head.add_to_pack(out)
+    return entry
 
 
 def main(argv=None):
@@ -240,6 +262,8 @@ def main(argv=None):
                     + ", ".join(sorted(PUBLISHED)) + ", or none (default: --model's, none for sizes MAR did not publish)")
     ap.add_argument("--external-data", action="store_true",
                     help="always keep the transformer's weights in transformer.onnx.data (automatic over 2 GB)")
+    ap.add_argument("--no-head-loop", action="store_true",
+                    help="leave out head_loop.onnx (the reverse diffusion in one call; scripts/packs/fuse_head.py adds it later)")
     args = ap.parse_args(argv)
     try:
         model, cfg = load_mar(args.ckpt, args.model, args.weights)
@@ -253,7 +277,7 @@ def main(argv=None):
     record = {"checkpoint": os.path.abspath(args.ckpt), "weights": args.weights, "model": args.model,
               "vae": os.path.abspath(args.vae), "vae_config": args.vae_config}
     m = export(model, cfg, vae, args.out, args.name or args.model.replace("_", "-"), args.sampling_steps,
-               names, source, record, external=args.external_data, settings=settings)
+               names, source, record, external=args.external_data, settings=settings, head_loop=not args.no_head_loop)
     print(json.dumps({k: m["training"][k] for k in ("model", "weights", "parameters", "class_names")}))
 
 

@@ -3,7 +3,9 @@
   /usr/bin/python3 scripts/packs/fuse_head.py models/target [models/draft ...]
 
 Reads PACK/head.onnx, writes PACK/head_loop.onnx and adds the optional "head_loop" entry to
-PACK/manifest.json (docs/model-pack.md has the graph's inputs and outputs). The graph is an
+PACK/manifest.json (docs/model-pack.md has the graph's inputs and outputs). Any pack: the
+Fashion-MNIST ones and the official MAR layout alike (export_mar.py and make_random_packs.py
+call add_to_pack unless --no-head-loop). The graph is an
 ONNX Loop over the sampling steps whose body runs the head once over the cond (and uncond)
 rows and then the sampler step of diffusion/ (Posterior + Step): everything random and every
 schedule coefficient comes in as an input, so one graph serves every step count, guidance
@@ -285,22 +287,32 @@ def fuse(head, dim, width):
     return model, len(head_nodes)
 
 
+def add_to_pack(pack):
+    """Writes PACK/head_loop.onnx from PACK/head.onnx and names it in the manifest; returns the
+    manifest entry, the head nodes the loop body runs per step and head.onnx's own count."""
+    man_path = os.path.join(pack, "manifest.json")
+    with open(man_path) as f:
+        manifest = json.load(f)
+    head = onnx.load(os.path.join(pack, "head.onnx"))
+    model, head_nodes = fuse(head, manifest["token_dim"], manifest["width"])
+    onnx.save(model, os.path.join(pack, "head_loop.onnx"))
+    manifest["head_loop"] = {"file": "head_loop.onnx", "format": FORMAT}
+    with open(man_path, "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    if any(not spec.get("head_loop") for spec in manifest.get("precisions", {}).values()):
+        # mar.Manifest refuses a fused head that a precision lacks: the int8 graphs are derived
+        print(f"note: {pack} has reduced-precision graphs without a fused head: run scripts/packs/quantize_pack.py {pack} again",
+              file=sys.stderr)
+    return manifest["head_loop"], head_nodes, sum(1 for n in head.graph.node if n.op_type != "Constant")
+
+
 def main(packs):
     if not packs:
         raise SystemExit(__doc__)
     for pack in packs:
-        man_path = os.path.join(pack, "manifest.json")
-        with open(man_path) as f:
-            manifest = json.load(f)
-        head = onnx.load(os.path.join(pack, "head.onnx"))
-        model, head_nodes = fuse(head, manifest["token_dim"], manifest["width"])
-        onnx.save(model, os.path.join(pack, "head_loop.onnx"))
-        manifest["head_loop"] = {"file": "head_loop.onnx", "format": FORMAT}
-        with open(man_path, "w") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-        print(f"{pack}: head_loop.onnx ({head_nodes} head nodes per step, "
-              f"{sum(1 for n in head.graph.node if n.op_type != 'Constant')} in head.onnx)")
+        _, per_step, total = add_to_pack(pack)
+        print(f"{pack}: head_loop.onnx ({per_step} head nodes per step, {total} in head.onnx)")
 
 
 if __name__ == "__main__":

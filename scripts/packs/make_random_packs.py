@@ -7,7 +7,7 @@
   /usr/bin/python3 scripts/packs/make_random_packs.py --models ci_target --vae ci_kl16 --settings-of mar_huge --out DIR  # with MAR-H's settings
 
 Each pack is what scripts/packs/export_mar.py makes from a real checkpoint (transformer, head,
-KL-16 VAE decoder, 1000 placeholder class names), with random weights: the compute per pass is
+fused head loop, KL-16 VAE decoder, 1000 placeholder class names), with random weights: the compute per pass is
 the real one, the images and the draft's acceptance are not. Packs land in OUT/<model>
 (`out/` is git-ignored); an existing pack is kept unless --force.
 """
@@ -45,7 +45,7 @@ def randomise(model, gen):
         final.bias[half:].mul_(0.02)
 
 
-def make(model_name, vae_name, out, seed, steps, force, checkpoint=False, settings_of=None):
+def make(model_name, vae_name, out, seed, steps, force, checkpoint=False, settings_of=None, head_loop=True):
     dest = os.path.join(out, model_name.replace("_", "-") + (f"-as-{settings_of.replace('_', '-')}" if settings_of else ""))
     complete = os.path.exists(os.path.join(dest, "manifest.json")) and (
         not checkpoint or os.path.exists(os.path.join(dest, "checkpoint-last.pth")))
@@ -78,7 +78,7 @@ def make(model_name, vae_name, out, seed, steps, force, checkpoint=False, settin
         note = "; random weights (scripts/packs/make_random_packs.py)" + ("" if size == model_name else f", {model_name} in {size}'s token layout")
         settings = export_mar.published_settings(size, mo.grid_size(cfg) ** 2, note)
     m = export_mar.export(model, cfg, vae, dest, f"{model_name.replace('_', '-')}-random", steps, names, "placeholder", record,
-                          settings=settings)
+                          settings=settings, head_loop=head_loop)
     if checkpoint:  # the same weights in the official layout, for the official code's timing
         torch.save({"model_ema": model.state_dict(), "model": model.state_dict()}, os.path.join(dest, "checkpoint-last.pth"))
         torch.save({"model": {**{"post_quant_conv." + k: v for k, v in vae.post_quant_conv.state_dict().items()},
@@ -100,11 +100,14 @@ def main():
                     help="give the packs this size's published settings (in OUT/<model>-as-<size>): the CI packs in MAR-L's or MAR-H's")
     ap.add_argument("--checkpoint", action="store_true",
                     help="also save the weights in the official layout (checkpoint-last.pth, vae.ckpt) in the pack folder")
+    ap.add_argument("--no-head-loop", action="store_true",
+                    help="leave out head_loop.onnx, the head's reverse diffusion in one call (export_mar.py's --no-head-loop)")
     args = ap.parse_args()
     for i, name in enumerate(args.models.split(",")):
         if name not in mo.MAR_PRESETS:
             sys.exit(f"make_random_packs: model {name!r} unknown (allowed: {', '.join(sorted(mo.MAR_PRESETS))})")
-        make(name, args.vae, args.out, args.seed + i, args.sampling_steps, args.force, args.checkpoint, args.settings_of)
+        make(name, args.vae, args.out, args.seed + i, args.sampling_steps, args.force, args.checkpoint, args.settings_of,
+             not args.no_head_loop)
 
 
 if __name__ == "__main__":
