@@ -81,8 +81,8 @@ func TestReplicasHighPriorityStartsWithinOneBatch(t *testing.T) {
 	sh := newShared(t, "s3")
 	big := func(c *Config) { c.QueueSize = 200 }
 	a, b := sh.replica(t, false, big), sh.replica(t, false, big)
-	slowStores(a, 30*time.Millisecond) // posting to PostgreSQL is slower: more time to post them all
-	slowStores(b, 30*time.Millisecond)
+	slowStores(a, 100*time.Millisecond) // posting to PostgreSQL is slower (an admission counts the queue under a lock): more time to post them all
+	slowStores(b, 100*time.Millisecond)
 	behindHundred(t, []*testServer{a, b}, nil)
 }
 
