@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+
+	"marspec/onnxrt"
 )
 
 func TestCacheKindSchedule(t *testing.T) {
@@ -55,7 +57,7 @@ func TestCachedGraphFullPassMatchesTransformer(t *testing.T) {
 	tr := fx.Transformer
 	L, D, W := fx.SeqLen, fx.TokenDim, fx.Width
 	want := make([]float32, tr.Batch*L*W)
-	if err := m.Transformer.Forward(tr.Tokens, tr.Mask, tr.ClassIDs, tr.DropClass, tr.Batch, want); err != nil {
+	if err := openPlainTransformer(t, m).Forward(tr.Tokens, tr.Mask, tr.ClassIDs, tr.DropClass, tr.Batch, want); err != nil {
 		t.Fatal(err)
 	}
 	ct := m.Cached
@@ -80,6 +82,52 @@ func TestCachedGraphFullPassMatchesTransformer(t *testing.T) {
 		t.Logf("row %d: cached full pass vs transformer.onnx max abs diff %.3g", b, d)
 		if d > parityTol {
 			t.Fatalf("row %d: cached full pass differs from transformer.onnx by %g > %g", b, d, parityTol)
+		}
+	}
+}
+
+// openPlainTransformer opens the embedded target's transformer.onnx, which Pack.Open leaves
+// closed (the cached graph serves its passes).
+func openPlainTransformer(t *testing.T, m *Model) *ONNXTransformer {
+	t.Helper()
+	data, err := os.ReadFile("../models/target/transformer.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := NewONNXTransformer(data, m.Manifest, onnxrt.SessionOptions{}, "target/transformer.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// A pack with a cached graph opens only that graph at fp32 (its weights once, not twice with
+// transformer.onnx's): it serves the full passes, and the images are transformer.onnx's within
+// a grey level (its passes equal up to summation order), with and without the cache.
+func TestCachedGraphServesFullPasses(t *testing.T) {
+	_, m := loadParity(t)
+	fp, ok := Unmemoized(m.Transformer).(FullPasses)
+	if !ok || fp.CachedTransformer != m.Cached {
+		t.Fatalf("the model's transformer is %T, want FullPasses over its cached graph (transformer.onnx opened beside it)", Unmemoized(m.Transformer))
+	}
+	classes := []int{1, 7, 9}
+	for _, cache := range []CacheSettings{{}, {On: true, FullSteps: 2, RefreshEvery: 4, Recompute: 3, ReuseCFG: true}} {
+		opt := Options{Seed: 5, CFG: 3, NumIter: 16, Steps: 10, Cache: cache}
+		got, err := m.Generate(classes, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := *m
+		plain.Transformer = openPlainTransformer(t, m)
+		want, err := plain.Generate(classes, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if d := maxAbsDiffU8(got[i].Pixels, want[i].Pixels); d > 1 {
+				t.Fatalf("cache %v, image %d: %d grey levels from transformer.onnx's", cache, i, d)
+			}
 		}
 	}
 }

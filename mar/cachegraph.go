@@ -93,6 +93,11 @@ func (t *CachedTransformer) run(units []cacheUnit, full bool) error {
 	if t.OnRun != nil {
 		defer func(start time.Time) { t.OnRun(time.Since(start)) }(time.Now())
 	}
+	return t.call(units, full)
+}
+
+// call is run without the timing hook.
+func (t *CachedTransformer) call(units []cacheUnit, full bool) error {
 	B, S, W, L, D := len(units), t.S, t.W, t.L, t.D
 	Q, R := 1, 1
 	for _, u := range units {

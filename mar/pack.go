@@ -72,9 +72,11 @@ type Manifest struct {
 
 // Pack is a manifest plus the bytes of its graphs.
 type Pack struct {
-	Source      string // where it was read from, for messages
-	Precision   string // the precision its transformer and head graphs were read at (FP32, Int8)
-	Manifest    *Manifest
+	Source    string // where it was read from, for messages
+	Precision string // the precision its transformer and head graphs were read at (FP32, Int8)
+	Manifest  *Manifest
+	// Transformer is transformer.onnx; nil when the cached graph serves every transformer pass
+	// (ServesFromCache), or when TransformerFile is set
 	Transformer []byte
 	Head        []byte
 	HeadLoop    []byte // nil when the manifest names none
@@ -238,8 +240,10 @@ func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 		return nil, fmt.Errorf("%s: %v", source, err)
 	}
 	p := &Pack{Source: source, Manifest: m, Precision: precision, files: files}
-	if p.Transformer, err = read(files.transformer); err != nil {
-		return nil, err
+	if !p.ServesFromCache() {
+		if p.Transformer, err = read(files.transformer); err != nil {
+			return nil, err
+		}
 	}
 	if p.Head, err = read(files.head); err != nil {
 		return nil, err
@@ -265,8 +269,8 @@ func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 			return nil, err
 		}
 	}
-	if c := m.Cache; c != nil && precision == FP32 { // the cached graph is fp32 only
-		if p.Cached, err = read(c.File); err != nil {
+	if p.ServesFromCache() {
+		if p.Cached, err = read(m.Cache.File); err != nil {
 			return nil, err
 		}
 	}
@@ -289,7 +293,7 @@ func LoadPackDirAt(dir, precision string) (*Pack, error) {
 	// a graph with external data is small itself (its weights are in the .data file), so
 	// reading it above cost little; it opens by path so ONNX Runtime finds the weights
 	// (quantize_pack.py refuses such packs, so only the fp32 transformer can have it)
-	if _, err := os.Stat(filepath.Join(dir, externalTransformerData)); err == nil && p.Precision == FP32 {
+	if _, err := os.Stat(filepath.Join(dir, externalTransformerData)); err == nil && p.Precision == FP32 && !p.ServesFromCache() {
 		p.Transformer, p.TransformerFile = nil, filepath.Join(dir, "transformer.onnx")
 	}
 	if c := p.Manifest.Cache; c != nil && p.Cached != nil {
@@ -299,6 +303,12 @@ func LoadPackDirAt(dir, precision string) (*Pack, error) {
 	}
 	return p, nil
 }
+
+// ServesFromCache says whether the cached graph (transformer_cached.onnx) serves every
+// transformer pass, full ones included (FullPasses): so at fp32 whenever the pack has one (the
+// cached graph is fp32 only). transformer.onnx is then neither read nor opened, and the
+// transformer's weights are held once.
+func (p *Pack) ServesFromCache() bool { return p.Manifest.Cache != nil && p.Precision == FP32 }
 
 // externalTransformerData holds the transformer's weights when its graph is over 2 GB
 // (scripts/packs/export_mar.py writes it so).
@@ -313,7 +323,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 	}
-	tr, err := newONNXTransformer(p.Transformer, p.TransformerFile, p.Manifest, opt, p.Source+"/"+p.files.transformer)
+	tr, cached, err := p.openTransformer(opt)
 	if err != nil {
 		return nil, err
 	}
@@ -366,15 +376,25 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		}
 		model.Distilled = dh
 	}
-	if p.Cached != nil || p.CachedFile != "" {
+	model.Cached = cached
+	return model, nil
+}
+
+// openTransformer opens the graph that serves transformer passes: the cached graph when the
+// pack serves from it (then also the model's Cached), transformer.onnx otherwise.
+func (p *Pack) openTransformer(opt onnxrt.SessionOptions) (interface {
+	Transformer
+	Close() error
+}, *CachedTransformer, error) {
+	if p.ServesFromCache() {
 		ct, err := newCachedTransformer(p.Cached, p.CachedFile, p.Manifest, opt, p.Source+"/"+p.Manifest.Cache.File)
 		if err != nil {
-			closeModel(model)
-			return nil, err
+			return nil, nil, err
 		}
-		model.Cached = ct
+		return FullPasses{ct}, ct, nil
 	}
-	return model, nil
+	tr, err := newONNXTransformer(p.Transformer, p.TransformerFile, p.Manifest, opt, p.Source+"/"+p.files.transformer)
+	return tr, nil, err
 }
 
 // Validate checks a manifest built or edited in memory as ParseManifest checks one read.

@@ -116,14 +116,23 @@ func TestLoadPackFS(t *testing.T) {
 		"packs/p/exit_rest.onnx":          {Data: []byte("XR")},
 		"packs/p/distilled_head.onnx":     {Data: []byte("DH")},
 		"packs/p/transformer_cached.onnx": {Data: []byte("TC")},
+		"packs/p/transformer.int8.onnx":   {Data: []byte("TQ")},
+		"packs/p/head.int8.onnx":          {Data: []byte("HQ")},
+		"packs/p/head_loop.int8.onnx":     {Data: []byte("FQ")},
 	}
 	p, err := LoadPackFS(fsys, "packs/p", "embedded/p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(p.Transformer) != "T" || string(p.Head) != "H" || string(p.HeadLoop) != "F" || p.Manifest.Name != "fmnist-target" ||
+	// the cached graph serves every fp32 transformer pass: transformer.onnx is not read
+	if p.Transformer != nil || string(p.Head) != "H" || string(p.HeadLoop) != "F" || p.Manifest.Name != "fmnist-target" ||
 		string(p.ExitDraft) != "XD" || string(p.ExitRest) != "XR" || string(p.Distilled) != "DH" || string(p.Cached) != "TC" {
 		t.Fatalf("pack read wrongly: %+v", p)
+	}
+	if p, err := LoadPackFSAt(fsys, "packs/p", "embedded/p", Int8); err != nil {
+		t.Fatal(err)
+	} else if string(p.Transformer) != "TQ" || p.Cached != nil { // int8 has no cached graph
+		t.Fatalf("int8 pack read wrongly: transformer %q, cached %q", p.Transformer, p.Cached)
 	}
 	// so is the cached transformer
 	delete(fsys, "packs/p/transformer_cached.onnx")
