@@ -85,15 +85,14 @@ type Pack struct {
 	ExitDraft, ExitRest []byte
 	// Distilled is the distilled_head graph; nil when the manifest names none
 	Distilled []byte
-	// Cached is the cached transformer graph; nil when the manifest names none or CachedFile
-	// is set (its weights in transformer_cached.onnx.data, opened by path as TransformerFile)
-	Cached     []byte
-	CachedFile string
-	// TransformerFile is set instead of Transformer when the transformer's weights are in
-	// transformer.onnx.data beside it (ONNX external data, for graphs over 2 GB such as
-	// MAR-H's): ONNX Runtime then opens the graph by its path.
-	TransformerFile string
-	files           graphFiles // the graph files read, for messages
+	// Cached is the cached transformer graph; nil when the manifest names none, at int8, or
+	// when CachedFile is set
+	Cached []byte
+	// TransformerFile and CachedFile are set instead of Transformer and Cached for a pack read
+	// from a folder (LoadPackDirAt): ONNX Runtime opens the graph by its path, which also finds
+	// the weights of a graph over 2 GB in the .onnx.data file beside it (MAR-H's).
+	TransformerFile, CachedFile string
+	files                       graphFiles // the graph files read, for messages
 	// headLoopErr is a named but unreadable fused graph, reported by Open after the other
 	// graphs so errors come in the order transformer, head, fused head.
 	headLoopErr error
@@ -217,6 +216,14 @@ func LoadPackFS(fsys fs.FS, dir, source string) (*Pack, error) {
 // LoadPackFSAt reads a pack with its transformer and head graphs at precision (FP32, Int8);
 // only that precision's graphs are read.
 func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
+	return loadPack(fsys, dir, source, precision, "")
+}
+
+// loadPack is LoadPackFSAt; a pack on disk gives its folder as disk, and its transformer graph
+// (transformer.onnx, the cached graph, or their int8 variant) is then not read but opened by
+// path: ONNX Runtime reads the file itself, so the process never holds the graph's bytes beside
+// the session's weights (689 MB at MAR-B, kept as long as the Pack).
+func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 	read := func(name string) ([]byte, error) {
 		data, err := fs.ReadFile(fsys, path.Join(dir, name))
 		if err != nil {
@@ -239,10 +246,25 @@ func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", source, err)
 	}
+	// byPath is where a transformer graph opens from on disk ("" for a pack read from fsys)
+	byPath := func(name string) (string, error) {
+		if disk == "" {
+			return "", nil
+		}
+		if _, err := fs.Stat(fsys, path.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("model pack %s: cannot read %s: %v", source, name, err)
+		}
+		return filepath.Join(disk, name), nil
+	}
 	p := &Pack{Source: source, Manifest: m, Precision: precision, files: files}
 	if !p.ServesFromCache() {
-		if p.Transformer, err = read(files.transformer); err != nil {
+		if p.TransformerFile, err = byPath(files.transformer); err != nil {
 			return nil, err
+		}
+		if p.TransformerFile == "" {
+			if p.Transformer, err = read(files.transformer); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if p.Head, err = read(files.head); err != nil {
@@ -270,8 +292,13 @@ func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 		}
 	}
 	if p.ServesFromCache() {
-		if p.Cached, err = read(m.Cache.File); err != nil {
+		if p.CachedFile, err = byPath(m.Cache.File); err != nil {
 			return nil, err
+		}
+		if p.CachedFile == "" {
+			if p.Cached, err = read(m.Cache.File); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return p, nil
@@ -286,22 +313,7 @@ func LoadPackDirAt(dir, precision string) (*Pack, error) {
 	if err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("model pack %s: no such folder", dir)
 	}
-	p, err := LoadPackFSAt(os.DirFS(dir), ".", dir, precision)
-	if err != nil {
-		return nil, err
-	}
-	// a graph with external data is small itself (its weights are in the .data file), so
-	// reading it above cost little; it opens by path so ONNX Runtime finds the weights
-	// (quantize_pack.py refuses such packs, so only the fp32 transformer can have it)
-	if _, err := os.Stat(filepath.Join(dir, externalTransformerData)); err == nil && p.Precision == FP32 && !p.ServesFromCache() {
-		p.Transformer, p.TransformerFile = nil, filepath.Join(dir, "transformer.onnx")
-	}
-	if c := p.Manifest.Cache; c != nil && p.Cached != nil {
-		if _, err := os.Stat(filepath.Join(dir, c.File+".data")); err == nil {
-			p.Cached, p.CachedFile = nil, filepath.Join(dir, c.File)
-		}
-	}
-	return p, nil
+	return loadPack(os.DirFS(dir), ".", dir, precision, dir)
 }
 
 // ServesFromCache says whether the cached graph (transformer_cached.onnx) serves every
@@ -309,10 +321,6 @@ func LoadPackDirAt(dir, precision string) (*Pack, error) {
 // cached graph is fp32 only). transformer.onnx is then neither read nor opened, and the
 // transformer's weights are held once.
 func (p *Pack) ServesFromCache() bool { return p.Manifest.Cache != nil && p.Precision == FP32 }
-
-// externalTransformerData holds the transformer's weights when its graph is over 2 GB
-// (scripts/packs/export_mar.py writes it so).
-const externalTransformerData = "transformer.onnx.data"
 
 // Open builds a runnable model from a pack (ONNX Runtime must be initialised).
 func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {

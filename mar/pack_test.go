@@ -215,3 +215,37 @@ func TestHeadLoopEntry(t *testing.T) {
 		}
 	}
 }
+
+// A pack on disk leaves its transformer graph to ONNX Runtime to read by path, so the process
+// does not hold the graph's bytes beside the session's weights: the cached graph where it
+// serves the passes (the target), transformer.onnx otherwise (the draft, and at int8 its variant).
+func TestLoadPackDirOpensTransformerByPath(t *testing.T) {
+	for _, c := range []struct{ dir, precision, transformer, cached string }{
+		{targetPack, FP32, "", "transformer_cached.onnx"},
+		{targetPack, Int8, "transformer.int8.onnx", ""},
+		{"../models/draft", FP32, "transformer.onnx", ""},
+	} {
+		p, err := LoadPackDirAt(c.dir, c.precision)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := func(file string) string {
+			if file == "" {
+				return ""
+			}
+			return filepath.Base(file)
+		}
+		if p.Transformer != nil || p.Cached != nil || name(p.TransformerFile) != c.transformer || name(p.CachedFile) != c.cached {
+			t.Errorf("%s at %s: %d and %d bytes read, files %q and %q; want none read, files %q and %q", c.dir, c.precision,
+				len(p.Transformer), len(p.Cached), p.TransformerFile, p.CachedFile, c.transformer, c.cached)
+		}
+	}
+	dir := t.TempDir()
+	for _, f := range []string{"manifest.json", "head.onnx"} {
+		data, _ := os.ReadFile(filepath.Join("../models/draft", f))
+		os.WriteFile(filepath.Join(dir, f), data, 0o644)
+	}
+	if _, err := LoadPackDir(dir); err == nil || !strings.Contains(err.Error(), "cannot read transformer.onnx") {
+		t.Fatalf("missing transformer.onnx: %v", err)
+	}
+}
