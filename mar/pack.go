@@ -88,11 +88,12 @@ type Pack struct {
 	// Cached is the cached transformer graph; nil when the manifest names none, at int8, or
 	// when CachedFile is set
 	Cached []byte
-	// TransformerFile and CachedFile are set instead of Transformer and Cached for a pack read
-	// from a folder (LoadPackDirAt): ONNX Runtime opens the graph by its path, which also finds
-	// the weights of a graph over 2 GB in the .onnx.data file beside it (MAR-H's).
-	TransformerFile, CachedFile string
-	files                       graphFiles // the graph files read, for messages
+	// TransformerFile, CachedFile, HeadFile and DecoderFile are set instead of Transformer,
+	// Cached, Head and Decoder for a pack read from a folder (LoadPackDirAt): ONNX Runtime opens
+	// the graph by its path, which also finds the weights of a graph over 2 GB in the .onnx.data
+	// file beside it (MAR-H's).
+	TransformerFile, CachedFile, HeadFile, DecoderFile string
+	files                                              graphFiles // the graph files read, for messages
 	// headLoopErr is a named but unreadable fused graph, reported by Open after the other
 	// graphs so errors come in the order transformer, head, fused head.
 	headLoopErr error
@@ -219,10 +220,11 @@ func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 	return loadPack(fsys, dir, source, precision, "")
 }
 
-// loadPack is LoadPackFSAt; a pack on disk gives its folder as disk, and its transformer graph
-// (transformer.onnx, the cached graph, or their int8 variant) is then not read but opened by
-// path: ONNX Runtime reads the file itself, so the process never holds the graph's bytes beside
-// the session's weights (689 MB at MAR-B, kept as long as the Pack).
+// loadPack is LoadPackFSAt; a pack on disk gives its folder as disk, and its large graphs (the
+// transformer graph: transformer.onnx, the cached graph or their int8 variant; the head; the
+// decoder) are then not read but opened by path: ONNX Runtime reads the file itself, so the
+// process never holds the graphs' bytes beside the sessions' weights (at MAR-B 689 MB, 143 MB
+// and 153 MB, kept as long as the Pack).
 func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 	read := func(name string) ([]byte, error) {
 		data, err := fs.ReadFile(fsys, path.Join(dir, name))
@@ -267,15 +269,25 @@ func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 			}
 		}
 	}
-	if p.Head, err = read(files.head); err != nil {
+	if p.HeadFile, err = byPath(files.head); err != nil {
 		return nil, err
+	}
+	if p.HeadFile == "" {
+		if p.Head, err = read(files.head); err != nil {
+			return nil, err
+		}
 	}
 	if files.headLoop != "" {
 		p.HeadLoop, p.headLoopErr = read(files.headLoop)
 	}
 	if m.Tokenizer.Kind == TokenizerVAEDecoder {
-		if p.Decoder, err = read(m.Tokenizer.Graph); err != nil {
+		if p.DecoderFile, err = byPath(m.Tokenizer.Graph); err != nil {
 			return nil, err
+		}
+		if p.DecoderFile == "" {
+			if p.Decoder, err = read(m.Tokenizer.Graph); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if x := m.EarlyExit; x != nil {
@@ -335,7 +347,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	head, err := NewONNXHead(p.Head, p.Manifest, opt, p.Source+"/"+p.files.head)
+	head, err := newONNXHead(p.Head, p.HeadFile, p.Manifest, opt, p.Source+"/"+p.files.head)
 	if err != nil {
 		tr.Close()
 		return nil, err
@@ -354,7 +366,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		head.useLoop = headLoopWanted(opt.Device)
 	}
 	if tok == nil { // the decoder graph is a session too: opened last, closed with the others on failure
-		if tok, err = NewONNXDecoder(p.Decoder, p.Manifest, opt, p.Source+"/"+p.Manifest.Tokenizer.Graph); err != nil {
+		if tok, err = newONNXDecoder(p.Decoder, p.DecoderFile, p.Manifest, opt, p.Source+"/"+p.Manifest.Tokenizer.Graph); err != nil {
 			tr.Close()
 			head.Close()
 			return nil, err

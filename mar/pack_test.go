@@ -216,14 +216,15 @@ func TestHeadLoopEntry(t *testing.T) {
 	}
 }
 
-// A pack on disk leaves its transformer graph to ONNX Runtime to read by path, so the process
-// does not hold the graph's bytes beside the session's weights: the cached graph where it
-// serves the passes (the target), transformer.onnx otherwise (the draft, and at int8 its variant).
+// A pack on disk leaves its large graphs to ONNX Runtime to read by path, so the process does
+// not hold their bytes beside the sessions' weights: the head, and of the transformer's graphs
+// the cached one where it serves the passes (the target), transformer.onnx otherwise (the
+// draft, and at int8 its variant).
 func TestLoadPackDirOpensTransformerByPath(t *testing.T) {
-	for _, c := range []struct{ dir, precision, transformer, cached string }{
-		{targetPack, FP32, "", "transformer_cached.onnx"},
-		{targetPack, Int8, "transformer.int8.onnx", ""},
-		{"../models/draft", FP32, "transformer.onnx", ""},
+	for _, c := range []struct{ dir, precision, transformer, cached, head string }{
+		{targetPack, FP32, "", "transformer_cached.onnx", "head.onnx"},
+		{targetPack, Int8, "transformer.int8.onnx", "", "head.int8.onnx"},
+		{"../models/draft", FP32, "transformer.onnx", "", "head.onnx"},
 	} {
 		p, err := LoadPackDirAt(c.dir, c.precision)
 		if err != nil {
@@ -235,16 +236,23 @@ func TestLoadPackDirOpensTransformerByPath(t *testing.T) {
 			}
 			return filepath.Base(file)
 		}
+		if p.Head != nil || name(p.HeadFile) != c.head {
+			t.Errorf("%s at %s: %d bytes of head read, file %q; want none read, file %q", c.dir, c.precision, len(p.Head), p.HeadFile, c.head)
+		}
 		if p.Transformer != nil || p.Cached != nil || name(p.TransformerFile) != c.transformer || name(p.CachedFile) != c.cached {
 			t.Errorf("%s at %s: %d and %d bytes read, files %q and %q; want none read, files %q and %q", c.dir, c.precision,
 				len(p.Transformer), len(p.Cached), p.TransformerFile, p.CachedFile, c.transformer, c.cached)
 		}
 	}
 	dir := t.TempDir()
-	for _, f := range []string{"manifest.json", "head.onnx"} {
+	for _, f := range []string{"manifest.json", "transformer.onnx"} {
 		data, _ := os.ReadFile(filepath.Join("../models/draft", f))
 		os.WriteFile(filepath.Join(dir, f), data, 0o644)
 	}
+	if _, err := LoadPackDir(dir); err == nil || !strings.Contains(err.Error(), "cannot read head.onnx") {
+		t.Fatalf("missing head.onnx: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "transformer.onnx"))
 	if _, err := LoadPackDir(dir); err == nil || !strings.Contains(err.Error(), "cannot read transformer.onnx") {
 		t.Fatalf("missing transformer.onnx: %v", err)
 	}

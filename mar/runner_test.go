@@ -33,7 +33,7 @@ func openTarget(t *testing.T) (*Manifest, *ONNXTransformer, *ONNXHead) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	head, err := NewONNXHead(p.Head, p.Manifest, opt, "target/head.onnx")
+	head, err := newONNXHead(nil, p.HeadFile, p.Manifest, opt, "target/head.onnx")
 	if err != nil {
 		t.Fatal(err)
 	}
