@@ -132,6 +132,27 @@ func TestCachedGraphServesFullPasses(t *testing.T) {
 	}
 }
 
+// Full passes at different numbers of known tokens keep one set of the cached graph's bound
+// tensors, not one per size: at MAR-B a set is about 95 MB with guidance.
+func TestFullPassesKeepOneTensorSet(t *testing.T) {
+	fx, m := loadParity(t)
+	tr := fx.Transformer
+	L, W := fx.SeqLen, fx.Width
+	z := make([]float32, L*W)
+	mask := make([]float32, L)
+	for known := 0; known < 4; known++ {
+		for i := range mask {
+			mask[i] = boolF32(i >= known*L/4)
+		}
+		if err := m.Transformer.Forward(tr.Tokens[:L*fx.TokenDim], mask, tr.ClassIDs[:1], tr.DropClass[:1], 1, z); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.Cached.g.CachedSizes(); n != 1 {
+		t.Fatalf("the cached graph keeps %d sets of bound tensors after full passes at 4 sizes, want 1", n)
+	}
+}
+
 // cacheFixture is written by scripts/packs/cached_transformer.py --fixture from the embedded target's
 // weights: the PyTorch reference's z at each step's predicted positions, for one image whose
 // tokens are revealed in a fixed order (fixed values: no head), under several cache settings.
