@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+
+	"marspec/onnxrt"
 )
 
 func TestCacheKindSchedule(t *testing.T) {
@@ -55,7 +57,7 @@ func TestCachedGraphFullPassMatchesTransformer(t *testing.T) {
 	tr := fx.Transformer
 	L, D, W := fx.SeqLen, fx.TokenDim, fx.Width
 	want := make([]float32, tr.Batch*L*W)
-	if err := m.Transformer.Forward(tr.Tokens, tr.Mask, tr.ClassIDs, tr.DropClass, tr.Batch, want); err != nil {
+	if err := openPlainTransformer(t, m).Forward(tr.Tokens, tr.Mask, tr.ClassIDs, tr.DropClass, tr.Batch, want); err != nil {
 		t.Fatal(err)
 	}
 	ct := m.Cached
@@ -81,6 +83,76 @@ func TestCachedGraphFullPassMatchesTransformer(t *testing.T) {
 		if d > parityTol {
 			t.Fatalf("row %d: cached full pass differs from transformer.onnx by %g > %g", b, d, parityTol)
 		}
+	}
+}
+
+// openPlainTransformer opens the embedded target's transformer.onnx, which Pack.Open leaves
+// closed (the cached graph serves its passes).
+func openPlainTransformer(t *testing.T, m *Model) *ONNXTransformer {
+	t.Helper()
+	data, err := os.ReadFile("../models/target/transformer.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := NewONNXTransformer(data, m.Manifest, onnxrt.SessionOptions{}, "target/transformer.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// A pack with a cached graph over FullPassesFromCacheBytes (a MAR-B pack; the embedded one
+// with the threshold lowered) opens only that graph (its weights once, not twice with
+// transformer.onnx's): it serves the full passes, and the images are transformer.onnx's within
+// a grey level (its passes equal up to summation order), with and without the cache.
+func TestCachedGraphServesFullPasses(t *testing.T) {
+	lowerFullPassesThreshold(t)
+	_, m := loadParity(t)
+	fp, ok := Unmemoized(m.Transformer).(FullPasses)
+	if !ok || fp.CachedTransformer != m.Cached {
+		t.Fatalf("the model's transformer is %T, want FullPasses over its cached graph (transformer.onnx opened beside it)", Unmemoized(m.Transformer))
+	}
+	classes := []int{1, 7, 9}
+	for _, cache := range []CacheSettings{{}, {On: true, FullSteps: 2, RefreshEvery: 4, Recompute: 3, ReuseCFG: true}} {
+		opt := Options{Seed: 5, CFG: 3, NumIter: 16, Steps: 10, Cache: cache}
+		got, err := m.Generate(classes, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := *m
+		plain.Transformer = openPlainTransformer(t, m)
+		want, err := plain.Generate(classes, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if d := maxAbsDiffU8(got[i].Pixels, want[i].Pixels); d > 1 {
+				t.Fatalf("cache %v, image %d: %d grey levels from transformer.onnx's", cache, i, d)
+			}
+		}
+	}
+}
+
+// Full passes at different numbers of known tokens keep one set of the cached graph's bound
+// tensors, not one per size: at MAR-B a set is about 95 MB with guidance.
+func TestFullPassesKeepOneTensorSet(t *testing.T) {
+	lowerFullPassesThreshold(t)
+	fx, m := loadParity(t)
+	tr := fx.Transformer
+	L, W := fx.SeqLen, fx.Width
+	z := make([]float32, L*W)
+	mask := make([]float32, L)
+	for known := 0; known < 4; known++ {
+		for i := range mask {
+			mask[i] = boolF32(i >= known*L/4)
+		}
+		if err := m.Transformer.Forward(tr.Tokens[:L*fx.TokenDim], mask, tr.ClassIDs[:1], tr.DropClass[:1], 1, z); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.Cached.g.CachedSizes(); n != 1 {
+		t.Fatalf("the cached graph keeps %d sets of bound tensors after full passes at 4 sizes, want 1", n)
 	}
 }
 

@@ -24,12 +24,17 @@ type ONNXDecoder struct {
 
 // NewONNXDecoder opens a decoder graph and checks its input and output against the manifest.
 func NewONNXDecoder(data []byte, m *Manifest, opt onnxrt.SessionOptions, source string) (*ONNXDecoder, error) {
-	if len(data) == 0 {
+	return newONNXDecoder(data, "", m, opt, source)
+}
+
+// newONNXDecoder opens the graph from file when it is set.
+func newONNXDecoder(data []byte, file string, m *Manifest, opt onnxrt.SessionOptions, source string) (*ONNXDecoder, error) {
+	if len(data) == 0 && file == "" {
 		return nil, fmt.Errorf("%s: decoder graph is empty or was not read", source)
 	}
 	L, D := int64(m.SeqLen()), int64(m.TokenDim)
 	C, H, W := int64(m.Image.Channels), int64(m.Image.Height), int64(m.Image.Width)
-	g, err := onnxrt.NewGraph(data, source, opt,
+	g, err := openGraph(data, file, source, opt,
 		[]onnxrt.IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}},
 		[]onnxrt.IOSpec{{Name: "image", Shape: []int64{-1, C, H, W}}})
 	if err != nil {

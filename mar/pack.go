@@ -72,9 +72,11 @@ type Manifest struct {
 
 // Pack is a manifest plus the bytes of its graphs.
 type Pack struct {
-	Source      string // where it was read from, for messages
-	Precision   string // the precision its transformer and head graphs were read at (FP32, Int8)
-	Manifest    *Manifest
+	Source    string // where it was read from, for messages
+	Precision string // the precision its transformer and head graphs were read at (FP32, Int8)
+	Manifest  *Manifest
+	// Transformer is transformer.onnx; nil when the cached graph serves every transformer pass
+	// (ServesFromCache), or when TransformerFile is set
 	Transformer []byte
 	Head        []byte
 	HeadLoop    []byte // nil when the manifest names none
@@ -83,15 +85,16 @@ type Pack struct {
 	ExitDraft, ExitRest []byte
 	// Distilled is the distilled_head graph; nil when the manifest names none
 	Distilled []byte
-	// Cached is the cached transformer graph; nil when the manifest names none or CachedFile
-	// is set (its weights in transformer_cached.onnx.data, opened by path as TransformerFile)
-	Cached     []byte
-	CachedFile string
-	// TransformerFile is set instead of Transformer when the transformer's weights are in
-	// transformer.onnx.data beside it (ONNX external data, for graphs over 2 GB such as
-	// MAR-H's): ONNX Runtime then opens the graph by its path.
-	TransformerFile string
-	files           graphFiles // the graph files read, for messages
+	// Cached is the cached transformer graph at the pack's precision; nil when there is none, or
+	// when CachedFile is set
+	Cached []byte
+	// TransformerFile, CachedFile, HeadFile and DecoderFile are set instead of Transformer,
+	// Cached, Head and Decoder for a pack read from a folder (LoadPackDirAt): ONNX Runtime opens
+	// the graph by its path, which also finds the weights of a graph over 2 GB in the .onnx.data
+	// file beside it (MAR-H's).
+	TransformerFile, CachedFile, HeadFile, DecoderFile string
+	files                                              graphFiles // the graph files read, for messages
+	servesFromCache                                    bool       // ServesFromCache
 	// headLoopErr is a named but unreadable fused graph, reported by Open after the other
 	// graphs so errors come in the order transformer, head, fused head.
 	headLoopErr error
@@ -215,6 +218,15 @@ func LoadPackFS(fsys fs.FS, dir, source string) (*Pack, error) {
 // LoadPackFSAt reads a pack with its transformer and head graphs at precision (FP32, Int8);
 // only that precision's graphs are read.
 func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
+	return loadPack(fsys, dir, source, precision, "")
+}
+
+// loadPack is LoadPackFSAt; a pack on disk gives its folder as disk, and its large graphs (the
+// transformer graph: transformer.onnx, the cached graph or their int8 variant; the head; the
+// decoder) are then not read but opened by path: ONNX Runtime reads the file itself, so the
+// process never holds the graphs' bytes beside the sessions' weights (at MAR-B 689 MB, 143 MB
+// and 153 MB, kept as long as the Pack).
+func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 	read := func(name string) ([]byte, error) {
 		data, err := fs.ReadFile(fsys, path.Join(dir, name))
 		if err != nil {
@@ -237,19 +249,53 @@ func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", source, err)
 	}
+	// byPath is where a transformer graph opens from on disk ("" for a pack read from fsys)
+	byPath := func(name string) (string, error) {
+		if disk == "" {
+			return "", nil
+		}
+		if _, err := fs.Stat(fsys, path.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("model pack %s: cannot read %s: %v", source, name, err)
+		}
+		return filepath.Join(disk, name), nil
+	}
 	p := &Pack{Source: source, Manifest: m, Precision: precision, files: files}
-	if p.Transformer, err = read(files.transformer); err != nil {
+	if files.cached != "" {
+		size, err := graphBytes(fsys, path.Join(dir, files.transformer))
+		if err != nil {
+			return nil, fmt.Errorf("model pack %s: cannot read %s: %v", source, files.transformer, err)
+		}
+		p.servesFromCache = size >= FullPassesFromCacheBytes
+	}
+	if !p.ServesFromCache() {
+		if p.TransformerFile, err = byPath(files.transformer); err != nil {
+			return nil, err
+		}
+		if p.TransformerFile == "" {
+			if p.Transformer, err = read(files.transformer); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if p.HeadFile, err = byPath(files.head); err != nil {
 		return nil, err
 	}
-	if p.Head, err = read(files.head); err != nil {
-		return nil, err
+	if p.HeadFile == "" {
+		if p.Head, err = read(files.head); err != nil {
+			return nil, err
+		}
 	}
 	if files.headLoop != "" {
 		p.HeadLoop, p.headLoopErr = read(files.headLoop)
 	}
 	if m.Tokenizer.Kind == TokenizerVAEDecoder {
-		if p.Decoder, err = read(m.Tokenizer.Graph); err != nil {
+		if p.DecoderFile, err = byPath(m.Tokenizer.Graph); err != nil {
 			return nil, err
+		}
+		if p.DecoderFile == "" {
+			if p.Decoder, err = read(m.Tokenizer.Graph); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if x := m.EarlyExit; x != nil {
@@ -266,8 +312,13 @@ func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 		}
 	}
 	if files.cached != "" {
-		if p.Cached, err = read(files.cached); err != nil {
+		if p.CachedFile, err = byPath(files.cached); err != nil {
 			return nil, err
+		}
+		if p.CachedFile == "" {
+			if p.Cached, err = read(files.cached); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return p, nil
@@ -282,27 +333,34 @@ func LoadPackDirAt(dir, precision string) (*Pack, error) {
 	if err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("model pack %s: no such folder", dir)
 	}
-	p, err := LoadPackFSAt(os.DirFS(dir), ".", dir, precision)
-	if err != nil {
-		return nil, err
-	}
-	// a graph with external data is small itself (its weights are in the .data file), so
-	// reading it above cost little; it opens by path so ONNX Runtime finds the weights
-	// (quantize_pack.py refuses such packs, so only the fp32 transformer can have it)
-	if _, err := os.Stat(filepath.Join(dir, externalTransformerData)); err == nil && p.Precision == FP32 {
-		p.Transformer, p.TransformerFile = nil, filepath.Join(dir, "transformer.onnx")
-	}
-	if f := p.files.cached; f != "" {
-		if _, err := os.Stat(filepath.Join(dir, f+".data")); err == nil {
-			p.Cached, p.CachedFile = nil, filepath.Join(dir, f)
-		}
-	}
-	return p, nil
+	return loadPack(os.DirFS(dir), ".", dir, precision, dir)
 }
 
-// externalTransformerData holds the transformer's weights when its graph is over 2 GB
-// (scripts/packs/export_mar.py writes it so).
-const externalTransformerData = "transformer.onnx.data"
+// FullPassesFromCacheBytes is the transformer graph's size (with its external weights) from
+// which a pack's cached graph serves every transformer pass: holding the weights twice costs
+// a MAR-B pack 689 MB and more in the runtime's copies, while the embedded pack's 5 MB cost
+// nothing and its plain graph's full pass is 1.09x to 1.23x faster than the cached graph's.
+// Tests lower it to reach the one-graph path on small packs.
+var FullPassesFromCacheBytes int64 = 64 << 20
+
+// ServesFromCache says whether the cached graph (transformer_cached.onnx, or its variant at
+// the pack's precision) serves every transformer pass, full ones included (FullPasses): when
+// the precision has a cached graph and the transformer is at least FullPassesFromCacheBytes.
+// The transformer graph is then neither read nor opened, and its weights are held once.
+func (p *Pack) ServesFromCache() bool { return p.servesFromCache }
+
+// graphBytes is a graph file's size plus its external weights' (NAME.data), if any.
+func graphBytes(fsys fs.FS, name string) (int64, error) {
+	st, err := fs.Stat(fsys, name)
+	if err != nil {
+		return 0, err
+	}
+	size := st.Size()
+	if data, err := fs.Stat(fsys, name+".data"); err == nil {
+		size += data.Size()
+	}
+	return size, nil
+}
 
 // Open builds a runnable model from a pack (ONNX Runtime must be initialised).
 func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
@@ -313,11 +371,11 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 	}
-	tr, err := newONNXTransformer(p.Transformer, p.TransformerFile, p.Manifest, opt, p.Source+"/"+p.files.transformer)
+	tr, cached, err := p.openTransformer(opt)
 	if err != nil {
 		return nil, err
 	}
-	head, err := NewONNXHead(p.Head, p.Manifest, opt, p.Source+"/"+p.files.head)
+	head, err := newONNXHead(p.Head, p.HeadFile, p.Manifest, opt, p.Source+"/"+p.files.head)
 	if err != nil {
 		tr.Close()
 		return nil, err
@@ -336,7 +394,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		head.useLoop = headLoopWanted(opt.Device)
 	}
 	if tok == nil { // the decoder graph is a session too: opened last, closed with the others on failure
-		if tok, err = NewONNXDecoder(p.Decoder, p.Manifest, opt, p.Source+"/"+p.Manifest.Tokenizer.Graph); err != nil {
+		if tok, err = newONNXDecoder(p.Decoder, p.DecoderFile, p.Manifest, opt, p.Source+"/"+p.Manifest.Tokenizer.Graph); err != nil {
 			tr.Close()
 			head.Close()
 			return nil, err
@@ -364,16 +422,48 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		}
 		model.Distilled = dh
 	}
-	if p.Cached != nil || p.CachedFile != "" {
-		ct, err := newCachedTransformer(p.Cached, p.CachedFile, p.Manifest, opt, p.Source+"/"+p.files.cached)
-		if err != nil {
-			closeModel(model)
-			return nil, err
-		}
-		model.Cached = ct
-	}
+	model.Cached = cached
 	return model, nil
 }
+
+// openTransformer opens the graph that serves transformer passes and the model's cached
+// graph: one session when the pack serves from the cached graph, else transformer.onnx (at the
+// pack's precision) and, if the precision has one, the cached graph beside it. Closing the
+// transformer it returns closes both.
+func (p *Pack) openTransformer(opt onnxrt.SessionOptions) (interface {
+	Transformer
+	Close() error
+}, *CachedTransformer, error) {
+	var ct *CachedTransformer
+	if p.files.cached != "" {
+		var err error
+		if ct, err = newCachedTransformer(p.Cached, p.CachedFile, p.Manifest, opt, p.Source+"/"+p.files.cached); err != nil {
+			return nil, nil, err
+		}
+	}
+	if p.ServesFromCache() {
+		return FullPasses{ct}, ct, nil
+	}
+	tr, err := newONNXTransformer(p.Transformer, p.TransformerFile, p.Manifest, opt, p.Source+"/"+p.files.transformer)
+	if err != nil {
+		if ct != nil {
+			ct.Close()
+		}
+		return nil, nil, err
+	}
+	if ct == nil {
+		return tr, nil, nil
+	}
+	return withCached{tr, ct}, ct, nil
+}
+
+// withCached is transformer.onnx's session with the cached graph's beside it, closed together.
+type withCached struct {
+	*ONNXTransformer
+	cached *CachedTransformer
+}
+
+func (w withCached) Close() error { return errors.Join(w.ONNXTransformer.Close(), w.cached.Close()) }
 
 // Validate checks a manifest built or edited in memory as ParseManifest checks one read.
 func (m *Manifest) Validate() error { return m.validate() }

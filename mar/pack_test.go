@@ -108,22 +108,37 @@ func TestClassIndex(t *testing.T) {
 func TestLoadPackFS(t *testing.T) {
 	manifest, _ := os.ReadFile(filepath.Join(targetPack, "manifest.json"))
 	fsys := fstest.MapFS{
-		"packs/p/manifest.json":           {Data: manifest},
-		"packs/p/transformer.onnx":        {Data: []byte("T")},
-		"packs/p/head.onnx":               {Data: []byte("H")},
-		"packs/p/head_loop.onnx":          {Data: []byte("F")},
-		"packs/p/exit_draft.onnx":         {Data: []byte("XD")},
-		"packs/p/exit_rest.onnx":          {Data: []byte("XR")},
-		"packs/p/distilled_head.onnx":     {Data: []byte("DH")},
-		"packs/p/transformer_cached.onnx": {Data: []byte("TC")},
+		"packs/p/manifest.json":                {Data: manifest},
+		"packs/p/transformer.onnx":             {Data: []byte("T")},
+		"packs/p/head.onnx":                    {Data: []byte("H")},
+		"packs/p/head_loop.onnx":               {Data: []byte("F")},
+		"packs/p/exit_draft.onnx":              {Data: []byte("XD")},
+		"packs/p/exit_rest.onnx":               {Data: []byte("XR")},
+		"packs/p/distilled_head.onnx":          {Data: []byte("DH")},
+		"packs/p/transformer_cached.onnx":      {Data: []byte("TC")},
+		"packs/p/transformer.int8.onnx":        {Data: []byte("TQ")},
+		"packs/p/head.int8.onnx":               {Data: []byte("HQ")},
+		"packs/p/head_loop.int8.onnx":          {Data: []byte("FQ")},
+		"packs/p/transformer_cached.int8.onnx": {Data: []byte("TCQ")},
 	}
 	p, err := LoadPackFS(fsys, "packs/p", "embedded/p")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// a small pack keeps both transformer graphs (FullPassesFromCacheBytes)
 	if string(p.Transformer) != "T" || string(p.Head) != "H" || string(p.HeadLoop) != "F" || p.Manifest.Name != "fmnist-target" ||
 		string(p.ExitDraft) != "XD" || string(p.ExitRest) != "XR" || string(p.Distilled) != "DH" || string(p.Cached) != "TC" {
 		t.Fatalf("pack read wrongly: %+v", p)
+	}
+	if p, err := LoadPackFSAt(fsys, "packs/p", "embedded/p", Int8); err != nil {
+		t.Fatal(err)
+	} else if string(p.Transformer) != "TQ" || string(p.Cached) != "TCQ" {
+		t.Fatalf("int8 pack read wrongly: transformer %q, cached %q", p.Transformer, p.Cached)
+	}
+	// past the threshold the cached graph serves every transformer pass: transformer.onnx is not read
+	lowerFullPassesThreshold(t)
+	if p, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err != nil || p.Transformer != nil || string(p.Cached) != "TC" || !p.ServesFromCache() {
+		t.Fatalf("a pack served from its cached graph: %v, transformer %q, cached %q", err, p.Transformer, p.Cached)
 	}
 	// so is the cached transformer
 	delete(fsys, "packs/p/transformer_cached.onnx")
@@ -205,4 +220,69 @@ func TestHeadLoopEntry(t *testing.T) {
 			t.Errorf("%v: error %v, want one containing %s", c.entry, err, c.want)
 		}
 	}
+}
+
+// A pack on disk leaves its large graphs to ONNX Runtime to read by path, so the process does
+// not hold their bytes beside the sessions' weights: the head, and of the transformer's graphs
+// the cached one where it serves the passes (the target), transformer.onnx otherwise (the
+// draft, and at int8 its variant).
+func TestLoadPackDirOpensTransformerByPath(t *testing.T) {
+	threshold := FullPassesFromCacheBytes
+	for _, c := range []struct {
+		dir, precision, transformer, cached, head string
+		servesFromCache                           bool
+	}{
+		{targetPack, FP32, "transformer.onnx", "transformer_cached.onnx", "head.onnx", false}, // 5 MB: both graphs
+		{targetPack, Int8, "transformer.int8.onnx", "transformer_cached.int8.onnx", "head.int8.onnx", false},
+		{targetPack, FP32, "", "transformer_cached.onnx", "head.onnx", true}, // the one-graph path, as a MAR-B pack takes it
+		{targetPack, Int8, "", "transformer_cached.int8.onnx", "head.int8.onnx", true},
+		{"../models/draft", FP32, "transformer.onnx", "", "head.onnx", true},
+	} {
+		FullPassesFromCacheBytes = threshold
+		if c.servesFromCache {
+			FullPassesFromCacheBytes = 0
+		}
+		p, err := LoadPackDirAt(c.dir, c.precision)
+		FullPassesFromCacheBytes = threshold
+		if p != nil && p.ServesFromCache() != (c.servesFromCache && c.cached != "") {
+			t.Errorf("%s at %s: serves from its cached graph %v", c.dir, c.precision, p.ServesFromCache())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := func(file string) string {
+			if file == "" {
+				return ""
+			}
+			return filepath.Base(file)
+		}
+		if p.Head != nil || name(p.HeadFile) != c.head {
+			t.Errorf("%s at %s: %d bytes of head read, file %q; want none read, file %q", c.dir, c.precision, len(p.Head), p.HeadFile, c.head)
+		}
+		if p.Transformer != nil || p.Cached != nil || name(p.TransformerFile) != c.transformer || name(p.CachedFile) != c.cached {
+			t.Errorf("%s at %s: %d and %d bytes read, files %q and %q; want none read, files %q and %q", c.dir, c.precision,
+				len(p.Transformer), len(p.Cached), p.TransformerFile, p.CachedFile, c.transformer, c.cached)
+		}
+	}
+	dir := t.TempDir()
+	for _, f := range []string{"manifest.json", "transformer.onnx"} {
+		data, _ := os.ReadFile(filepath.Join("../models/draft", f))
+		os.WriteFile(filepath.Join(dir, f), data, 0o644)
+	}
+	if _, err := LoadPackDir(dir); err == nil || !strings.Contains(err.Error(), "cannot read head.onnx") {
+		t.Fatalf("missing head.onnx: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "transformer.onnx"))
+	if _, err := LoadPackDir(dir); err == nil || !strings.Contains(err.Error(), "cannot read transformer.onnx") {
+		t.Fatalf("missing transformer.onnx: %v", err)
+	}
+}
+
+// lowerFullPassesThreshold makes every pack with a cached graph serve full passes from it (the
+// path a MAR-B pack takes) until the test ends.
+func lowerFullPassesThreshold(t *testing.T) {
+	t.Helper()
+	was := FullPassesFromCacheBytes
+	FullPassesFromCacheBytes = 0
+	t.Cleanup(func() { FullPassesFromCacheBytes = was })
 }

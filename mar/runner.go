@@ -75,8 +75,13 @@ func (h *ONNXHead) Close() error {
 
 // NewONNXHead opens head.onnx and checks its inputs and outputs against the pack.
 func NewONNXHead(data []byte, m *Manifest, opt onnxrt.SessionOptions, source string) (*ONNXHead, error) {
+	return newONNXHead(data, "", m, opt, source)
+}
+
+// newONNXHead opens the graph from file when it is set.
+func newONNXHead(data []byte, file string, m *Manifest, opt onnxrt.SessionOptions, source string) (*ONNXHead, error) {
 	D, W := int64(m.TokenDim), int64(m.Width)
-	g, err := onnxrt.NewGraph(data, source, opt,
+	g, err := openGraph(data, file, source, opt,
 		[]onnxrt.IOSpec{{Name: "x_t", Shape: []int64{-1, D}}, {Name: "t", Shape: []int64{-1}}, {Name: "z", Shape: []int64{-1, W}}},
 		[]onnxrt.IOSpec{{Name: "out", Shape: []int64{-1, 2 * D}}})
 	if err != nil {

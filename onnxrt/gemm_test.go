@@ -19,7 +19,7 @@ func TestMatMulModelComputesTheProduct(t *testing.T) {
 	for i := range a {
 		a[i] = float32(i%5)*0.5 - 1
 	}
-	for _, tuning := range []string{"", "opt=off", "opt=basic,spin=off,arena=off", "opt=extended"} {
+	for _, tuning := range []string{"", "opt=off", "opt=basic,spin=off,arena=off", "opt=extended", "prepack=off"} {
 		tu, err := ParseTuning(tuning)
 		if err != nil {
 			t.Fatal(err)
@@ -57,13 +57,16 @@ func TestParseTuning(t *testing.T) {
 	if err != nil || tu != (Tuning{GraphOpt: "extended", NoSpin: true}) || tu.String() != "opt=extended,spin=off" {
 		t.Fatalf("got %+v (%s), %v", tu, tu, err)
 	}
+	if tu, err := ParseTuning("prepack=off,arena=off"); err != nil || tu != (Tuning{NoArena: true, NoPrepack: true}) || tu.String() != "arena=off,prepack=off" {
+		t.Fatalf("prepack: %+v, %v", tu, err)
+	}
 	if tu, err := ParseTuning(""); err != nil || tu.String() != "default" {
 		t.Fatalf("empty: %+v, %v", tu, err)
 	}
 	for in, want := range map[string]string{
 		"opt=fast":  `opt="fast": allowed all, extended, basic, off`,
 		"spin=no":   `spin="no": allowed on, off`,
-		"threads=2": `key "threads" unknown (keys: opt, spin, arena)`,
+		"threads=2": `key "threads" unknown (keys: opt, spin, arena, prepack)`,
 		"opt":       `want key=value`,
 	} {
 		if _, err := ParseTuning(in); err == nil || !strings.Contains(err.Error(), want) {

@@ -1,7 +1,9 @@
 package onnxrt
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"sync"
 
 	ort "github.com/yalue/onnxruntime_go"
@@ -67,14 +69,25 @@ type modelSource struct {
 	path string
 }
 
-func newGraph(model modelSource, source string, opt SessionOptions, inputs, outputs []IOSpec) (*Graph, error) {
-	var ins, outs []ort.InputOutputInfo
-	var err error
-	if model.path != "" {
-		ins, outs, err = ort.GetInputOutputInfo(model.path)
-	} else {
-		ins, outs, err = ort.GetInputOutputInfoWithONNXData(model.data)
+// io reads the model's inputs and outputs without opening a session.
+func (m modelSource) io() (ins, outs []ort.InputOutputInfo, err error) {
+	if m.path == "" {
+		return modelIO(bytes.NewReader(m.data), int64(len(m.data)))
 	}
+	f, err := os.Open(m.path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	return modelIO(f, st.Size())
+}
+
+func newGraph(model modelSource, source string, opt SessionOptions, inputs, outputs []IOSpec) (*Graph, error) {
+	ins, outs, err := model.io()
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a readable ONNX model: %v", source, oneLine(err))
 	}

@@ -14,11 +14,14 @@ type Tuning struct {
 	GraphOpt string // all (default), extended, basic or off
 	NoSpin   bool   // intra-op threads sleep between calls instead of spinning
 	NoArena  bool   // allocate per call instead of from the CPU memory arena
+	// NoPrepack keeps each weight as the graph has it instead of a copy laid out for the CPU's
+	// matrix kernels, which ONNX Runtime makes at session creation (the original then freed)
+	NoPrepack bool
 }
 
 // TuningHelp describes the --ort-tuning value.
 const TuningHelp = "ONNX Runtime CPU settings, comma-separated key=value: opt=all|extended|basic|off (graph optimisation), " +
-	"spin=on|off (intra-op threads spin between calls), arena=on|off (CPU memory arena); empty = ONNX Runtime's defaults"
+	"spin=on|off (intra-op threads spin between calls), arena=on|off (CPU memory arena), prepack=on|off (weights re-laid for the matrix kernels); empty = ONNX Runtime's defaults"
 
 var graphOptLevels = map[string]ort.GraphOptimizationLevel{
 	"all": ort.GraphOptimizationLevelEnableAll, "extended": ort.GraphOptimizationLevelEnableExtended,
@@ -43,7 +46,7 @@ func ParseTuning(s string) (Tuning, error) {
 	for _, kv := range strings.Split(s, ",") {
 		key, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok {
-			return t, fmt.Errorf("ort tuning %q: want key=value (keys: opt, spin, arena)", kv)
+			return t, fmt.Errorf("ort tuning %q: want key=value (keys: opt, spin, arena, prepack)", kv)
 		}
 		var err error
 		var on bool
@@ -59,8 +62,11 @@ func ParseTuning(s string) (Tuning, error) {
 		case "arena":
 			on, err = onOff(key, v)
 			t.NoArena = !on
+		case "prepack":
+			on, err = onOff(key, v)
+			t.NoPrepack = !on
 		default:
-			return t, fmt.Errorf("ort tuning key %q unknown (keys: opt, spin, arena)", key)
+			return t, fmt.Errorf("ort tuning key %q unknown (keys: opt, spin, arena, prepack)", key)
 		}
 		if err != nil {
 			return t, err
@@ -91,6 +97,9 @@ func (t Tuning) String() string {
 	if t.NoArena {
 		parts = append(parts, "arena=off")
 	}
+	if t.NoPrepack {
+		parts = append(parts, "prepack=off")
+	}
 	if len(parts) == 0 {
 		return "default"
 	}
@@ -110,6 +119,11 @@ func (t Tuning) apply(so *ort.SessionOptions) error {
 	}
 	if t.NoArena {
 		if err := so.SetCpuMemArena(false); err != nil {
+			return err
+		}
+	}
+	if t.NoPrepack {
+		if err := so.AddSessionConfigEntry("session.disable_prepacking", "1"); err != nil {
 			return err
 		}
 	}
