@@ -57,27 +57,7 @@ cp "$work/random/ci-target/vae.ckpt" pretrained/vae/kl16.ckpt
 # tiny evaluator instead (32x32 input, 8 random features, its reference.npz beside it), after
 # the guide's export_inception.py has run as written (with --random for the weights)
 mkdir -p "$work/tiny"
-"$python" - "$work/tiny" <<'PY'
-import json, os, sys, numpy as np, torch
-out = sys.argv[1]
-torch.manual_seed(0)
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 4, stride=4)
-        self.fc = torch.nn.Linear(8, 4)
-    def forward(self, x):
-        f = torch.relu(self.conv(x)).mean(dim=(2, 3))
-        return f, self.fc(f)
-torch.onnx.export(Net(), (torch.randn(2, 3, 32, 32),), os.path.join(out, "model.onnx"), opset_version=17,
-                  input_names=["images"], output_names=["features", "logits"],
-                  dynamic_axes={"images": {0: "B"}, "features": {0: "B"}, "logits": {0: "B"}})
-json.dump({"format": "marspec-evaluator/1", "name": "tiny-guide-check",
-           "input": {"height": 32, "width": 32, "channels": 3, "name": "images", "scale": "unit", "resize": "tf1_bilinear"},
-           "features": {"name": "features", "dim": 8}, "logits": {"name": "logits", "classes": 4}},
-          open(os.path.join(out, "manifest.json"), "w"))
-np.savez(os.path.join(out, "reference.npz"), mu=np.zeros(8), sigma=np.eye(8))
-PY
+"$python" "$repo/scripts/tests/tiny_evaluator.py" "$work/tiny" tiny-guide-check
 
 # the lines of the guide's sh blocks, continuation lines joined, comments cut
 mapfile -t commands < <(awk '/^```sh/ { f = 1; next } /^```/ { f = 0; next } f' "$guide" |

@@ -127,28 +127,7 @@ func trimFloat(v float64) string {
 func tinyEvaluator(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	script := `
-import json, os, sys, numpy as np, torch
-out = sys.argv[1]
-torch.manual_seed(0)
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 4, stride=4)
-        self.fc = torch.nn.Linear(8, 4)
-    def forward(self, x):
-        f = torch.relu(self.conv(x)).mean(dim=(2, 3))
-        return f, self.fc(f)
-torch.onnx.export(Net(), (torch.randn(2, 3, 32, 32),), os.path.join(out, "model.onnx"), opset_version=17,
-                  input_names=["images"], output_names=["features", "logits"],
-                  dynamic_axes={"images": {0: "B"}, "features": {0: "B"}, "logits": {0: "B"}})
-json.dump({"format": "marspec-evaluator/1", "name": "tiny-test",
-           "input": {"height": 32, "width": 32, "channels": 3, "name": "images", "scale": "unit", "resize": "tf1_bilinear"},
-           "features": {"name": "features", "dim": 8}, "logits": {"name": "logits", "classes": 4}},
-          open(os.path.join(out, "manifest.json"), "w"))
-np.savez(os.path.join(out, "reference.npz"), mu=np.zeros(8), sigma=np.eye(8))
-`
-	if out, err := exec.Command(python, "-c", script, dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command(python, tool("tests", "tiny_evaluator.py"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("tiny evaluator: %v\n%s", err, out)
 	}
 	return dir
