@@ -194,7 +194,7 @@ func TestModelsListsClasses(t *testing.T) {
 	// the draft's (none in its manifest) derived and saying so
 	for _, want := range []string{"fmnist-target", "fmnist-draft", "7=Sneaker", "9=Ankle boot",
 		"defaults: num_iter 49, ddpm in 50 steps, cfg 1 (linear), temperature 1 [chosen: ",
-		"preset fast (default): target alone, 3 AR steps, distilled in 1 step, temperature 0.85, int8 weights on a CPU", "[measured: frontier runs docs/results/2026-11-26-precision-per-request/cfg1-seed1",
+		"preset fast (default): target alone, 3 AR steps, distilled in 1 step, temperature 0.85, int8 weights on a CPU", "[measured: frontier runs docs/results/2026-11-27-int8-per-row/cfg1-seed1",
 		"precisions: fp32, int8 (--precision, or a request's precision)",
 		"settings: none in the manifest; derived from the embedded pack's"} {
 		if !strings.Contains(out, want) {

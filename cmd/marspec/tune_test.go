@@ -23,8 +23,8 @@ func TestTuneRegeneratesTheEmbeddedPresets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pack, "manifest.json"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runs := "docs/results/2026-11-26-precision-per-request/cfg1-seed1,docs/results/2026-11-26-precision-per-request/cfg1-seed2,docs/results/2026-11-26-precision-per-request/cfg1-seed3"
-	speed := "docs/results/2026-11-26-precision-per-request/speed-cfg1,docs/results/2026-11-26-precision-per-request/speed2-cfg1"
+	runs := "docs/results/2026-11-27-int8-per-row/cfg1-seed1,docs/results/2026-11-27-int8-per-row/cfg1-seed2,docs/results/2026-11-27-int8-per-row/cfg1-seed3"
+	speed := "docs/results/2026-11-27-int8-per-row/speed-cfg1,docs/results/2026-11-27-int8-per-row/speed2-cfg1"
 	if err := runTune([]string{"--pack", pack, "--runs", runs, "--speed", speed}); err != nil {
 		t.Fatal(err)
 	}
