@@ -43,7 +43,7 @@ func groupKey(id string, p *generation.Plan) string {
 	if seed == 0 {
 		key += "/seed0"
 	}
-	if p.Spec.AutoGamma {
+	if alone(p) {
 		key += "/" + id
 	}
 	return key

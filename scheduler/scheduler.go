@@ -117,7 +117,7 @@ func (s *Scheduler) submit(job Job, bounded bool) error {
 	case bounded && s.unfinished() >= s.cfg.QueueSize:
 		return ErrQueueFull
 	}
-	r := &running{job: job, group: groupKey(job.ID, &job.Plan), alone: alone(job.ID, &job.Plan)}
+	r := &running{job: job, group: groupKey(job.ID, &job.Plan), alone: alone(&job.Plan)}
 	for i := range job.Done {
 		if i >= 0 && i < job.Plan.Images() {
 			r.done++

@@ -80,11 +80,9 @@ func (s *Scheduler) wakeHead(self *worker) {
 	}
 }
 
-// alone reports whether a job's group is its own: one whose key names the job, because its
-// images depend on the images beside them (groupKey).
-func alone(id string, p *generation.Plan) bool {
-	return groupKey(id, p) != groupKey(id+"+", p)
-}
+// alone reports whether a job's group is its own (groupKey names the job): auto gamma adapts
+// to the batch it runs in, so its images depend on the images beside them.
+func alone(p *generation.Plan) bool { return p.Spec != nil && p.Spec.AutoGamma }
 
 // skipDone moves r.next past images made before (a resumed job).
 func (r *running) skipDone() {

@@ -93,7 +93,7 @@ func TestOneBoundAcrossGroups(t *testing.T) {
 		if err := k.finished[id]; err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
-		if alone(id, &p) {
+		if alone(&p) {
 			want := runAlone(t, p, maxBatch)
 			if got := batches[groupKey(id, &p)]; !slices.Equal(got, want.batches) {
 				t.Errorf("%s runs alone in steps of %v, among others %v", id, want.batches, got)
