@@ -10,18 +10,28 @@ import (
 )
 
 // Graph is one ONNX session with tensors cached per batch size, so repeated calls at a
-// size allocate nothing. Safe for concurrent use (calls are serialised). Inputs and outputs
-// are float32 or int64 tensors whose first axis may be the batch (-1 in IOSpec).
+// size allocate nothing. Safe for concurrent use, and concurrent calls run side by side (ONNX
+// Runtime's Run is safe on one session): each call takes a set of tensors of its size that no
+// other call holds, so engines stepped in parallel (the scheduler's lanes) share the weights
+// without waiting on each other. Inputs and outputs are float32 or int64 tensors whose first
+// axis may be the batch (-1 in IOSpec).
 type Graph struct {
-	mu      sync.Mutex
+	// open is held for reading by every call and for writing by Close, which so waits for the
+	// calls in progress
+	open    sync.RWMutex
+	mu      sync.Mutex // guards free and keep
 	source  string
 	session *ort.DynamicAdvancedSession
 	inputs  []IOSpec
 	outputs []IOSpec
-	cache   map[Dims]*boundTensors
+	free    map[Dims][]*boundTensors // tensors no call holds, per size
 	// keep is how many distinct sizes keep their tensors before all are dropped (SetKeep)
 	keep int
 }
+
+// spareSets is how many unused tensor sets of one size a graph keeps: one per call that ran
+// at the same time, which the scheduler's lanes bound.
+const spareSets = 8
 
 // IOSpec is a graph input or output: its name, element type (float32 unless Int64 or
 // Float64) and shape. Negative sizes are dynamic axes: -1 is the batch, -2 and -3 the further
@@ -121,7 +131,7 @@ func newGraph(model modelSource, source string, opt SessionOptions, inputs, outp
 		}
 		return nil, fmt.Errorf("%s: cannot create session: %v", source, oneLine(err))
 	}
-	return &Graph{source: source, session: sess, inputs: inputs, outputs: outputs, cache: map[Dims]*boundTensors{}}, nil
+	return &Graph{source: source, session: sess, inputs: inputs, outputs: outputs, free: map[Dims][]*boundTensors{}}, nil
 }
 
 func checkIO(source, kind string, got []ort.InputOutputInfo, want []IOSpec) error {
@@ -166,10 +176,17 @@ func specNames(specs []IOSpec) string {
 	return s
 }
 
-func (g *Graph) tensors(dims Dims) (*boundTensors, error) {
-	if b, ok := g.cache[dims]; ok {
+// take hands a call a set of tensors of these sizes that no other call holds, made when none
+// is free (g.open held for reading).
+func (g *Graph) take(dims Dims) (*boundTensors, error) {
+	g.mu.Lock()
+	if sets := g.free[dims]; len(sets) > 0 {
+		b := sets[len(sets)-1]
+		g.free[dims] = sets[:len(sets)-1]
+		g.mu.Unlock()
 		return b, nil
 	}
+	g.mu.Unlock()
 	make1 := func(s IOSpec) (ort.Value, error) {
 		shape := make([]int64, len(s.Shape))
 		for i, d := range s.Shape {
@@ -199,11 +216,23 @@ func (g *Graph) tensors(dims Dims) (*boundTensors, error) {
 			b.out = append(b.out, v)
 		}
 	}
-	if len(g.cache) >= g.keepSizes() { // many distinct sizes: keep memory bounded
+	return b, nil
+}
+
+// give returns a call's tensors for the next call of their size. Many distinct sizes drop
+// every free set first, so memory stays bounded (SetKeep).
+func (g *Graph) give(dims Dims, b *boundTensors) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	sets, known := g.free[dims]
+	if !known && len(g.free) >= g.keepSizes() {
 		g.dropCache()
 	}
-	g.cache[dims] = b
-	return b, nil
+	if len(sets) >= spareSets {
+		b.destroy()
+		return
+	}
+	g.free[dims] = append(sets, b)
 }
 
 // SetKeep bounds how many distinct sizes keep their tensors (default 16): a graph whose
@@ -221,10 +250,13 @@ func (g *Graph) keepSizes() int {
 	return g.keep
 }
 
+// dropCache destroys the free tensor sets (g.mu held); sets held by calls return later.
 func (g *Graph) dropCache() {
-	for k, b := range g.cache {
-		b.destroy()
-		delete(g.cache, k)
+	for k, sets := range g.free {
+		for _, b := range sets {
+			b.destroy()
+		}
+		delete(g.free, k)
 	}
 }
 
@@ -275,8 +307,8 @@ func (g *Graph) Run(batch int, outs [][]float32, inputs ...any) error {
 // (it sees the outputs too, to check them before a run), runs the graph and lets read take the
 // outputs: no copies beyond the caller's own. Errors from fill or read get the source prefix.
 func (g *Graph) RunDims(dims Dims, fill func(in, out Tensors) error, read func(out Tensors) error) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.open.RLock()
+	defer g.open.RUnlock()
 	switch {
 	case g.session == nil:
 		return fmt.Errorf("%s: used after Close", g.source)
@@ -285,10 +317,11 @@ func (g *Graph) RunDims(dims Dims, fill func(in, out Tensors) error, read func(o
 	case dims[1] < 1 || dims[2] < 1 || dims[3] < 1:
 		return fmt.Errorf("%s: dynamic sizes %v, want at least 1", g.source, dims)
 	}
-	b, err := g.tensors(dims)
+	b, err := g.take(dims)
 	if err != nil {
 		return fmt.Errorf("%s: %v", g.source, err)
 	}
+	defer g.give(dims, b)
 	if err := fill(Tensors(b.in), Tensors(b.out)); err != nil {
 		return fmt.Errorf("%s: %v", g.source, err)
 	}
@@ -330,12 +363,14 @@ func (g *Graph) Source() string { return g.source }
 
 // Close releases the session and its cached tensors.
 func (g *Graph) Close() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.open.Lock()
+	defer g.open.Unlock()
 	if g.session == nil { // already closed
 		return nil
 	}
+	g.mu.Lock()
 	g.dropCache()
+	g.mu.Unlock()
 	err := g.session.Destroy()
 	g.session = nil
 	return err
@@ -358,5 +393,5 @@ func (t Tensors) I64(i int) []int64 { return t[i].(*ort.Tensor[int64]).GetData()
 func (g *Graph) CachedSizes() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.cache)
+	return len(g.free)
 }

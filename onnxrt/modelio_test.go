@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-		"testing"
+	"testing"
 
 	ort "github.com/yalue/onnxruntime_go"
 )

@@ -57,6 +57,9 @@ type Config struct {
 	Isolate bool
 	// OnStep, if set, is told the batch size of every engine step (metrics).
 	OnStep func(group string, images int)
+	// Lanes is how many engines a group steps side by side, its images split between them
+	// (lanes.go): about one per CPU core. 0 or 1: one engine per group.
+	Lanes int
 }
 
 // Scheduler owns the workers. Safe for concurrent use.
@@ -86,6 +89,15 @@ type running struct {
 	cancelled  bool
 	ending     bool // ended; its Finished is being told (it leaves jobs after)
 	knownToken int
+}
+
+// lanesFor is how many lanes r's group may use: one when its images depend on their
+// batch-mates (alone), else Config.Lanes.
+func (s *Scheduler) lanesFor(r *running) int {
+	if r.alone {
+		return 1
+	}
+	return max(s.cfg.Lanes, 1)
 }
 
 // New starts a scheduler.

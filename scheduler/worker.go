@@ -21,8 +21,8 @@ type worker struct {
 	key     string
 	wake    chan struct{}
 	pending []*running // jobs with images to run, in rank order (queueorder.go); guarded by s.mu
-	eng     engine
-	notes   []note // for the sink, in order; guarded by s.mu
+	eng     *laneSet   // nil while nothing is in flight
+	notes   []note     // for the sink, in order; guarded by s.mu
 }
 
 // note is one sink call waiting for the lock to be released: a start, progress or an end.
@@ -102,10 +102,12 @@ func (w *worker) run() {
 			}
 			continue
 		}
-		n := w.eng.active()
+		sizes := w.eng.sizes()
 		done, err := w.eng.step()
 		if w.s.cfg.OnStep != nil {
-			w.s.cfg.OnStep(w.key, n)
+			for _, n := range sizes {
+				w.s.cfg.OnStep(w.key, n)
+			}
 		}
 		if err != nil {
 			w.failAll(fmt.Errorf("engine step: %w", err))
@@ -176,13 +178,9 @@ func (w *worker) admit() error {
 func (w *worker) join(r *running, n int) error {
 	for ; n > 0 && r.left > 0; n-- {
 		if w.eng == nil {
-			eng, err := newEngine(w.s.cfg.Models, &r.job.Plan)
-			if err != nil {
-				return err
-			}
-			w.eng = eng
+			w.eng = newLaneSet(w.s.lanesFor(r))
 		}
-		if err := w.eng.add(r.job.ID, &r.job.Plan, r.next); err != nil {
+		if err := w.eng.add(w.s.cfg.Models, r.job.ID, &r.job.Plan, r.next); err != nil {
 			return err
 		}
 		if !r.started {

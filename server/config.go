@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ type Config struct {
 	ORTTuning    onnxrt.Tuning
 	QueueSize    int
 	MaxBatch     int
+	Lanes        int // engines per group stepped side by side (EngineLanes); 0 = by the device
 	MaxImages    int
 	MaxWait      time.Duration
 	BodyLimit    int64
@@ -110,6 +112,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 	s(&c.Precisions, "precisions", "PRECISIONS", "", "precisions a request may name, comma-separated (e.g. fp32 to refuse int8); empty = every one the packs have graphs for")
 	n(&c.QueueSize, "queue", "QUEUE", 64, "jobs accepted and not finished; more get 503")
 	n(&c.MaxBatch, "max-batch", "MAX_BATCH", 32, "images in flight on this server, all engine groups (packs, precisions, modes) together")
+	n(&c.Lanes, "lanes", "LANES", 0, "engines a group of merged requests steps side by side, its images split between them, so every CPU core has a step to run (0 = one per core up to 4 on --device cpu, 1 on cuda)")
 	n(&c.MaxImages, "max-images", "MAX_IMAGES", 256, "images per request")
 	d(&c.MaxWait, "max-wait", "MAX_WAIT", time.Minute, "longest ?wait= a request may ask for")
 	bodyEnv := env("BODY_LIMIT", "65536")
@@ -162,6 +165,8 @@ func (c *Config) Check() error {
 		return fmt.Errorf("--queue %d out of range (allowed: 1 to 100000)", c.QueueSize)
 	case c.MaxBatch < 1 || c.MaxBatch > 1024:
 		return fmt.Errorf("--max-batch %d out of range (allowed: 1 to 1024)", c.MaxBatch)
+	case c.Lanes < 0 || c.Lanes > 64:
+		return fmt.Errorf("--lanes %d out of range (allowed: 0 to 64; 0 = by the device)", c.Lanes)
 	case c.MaxImages < 1 || c.MaxImages > 10000:
 		return fmt.Errorf("--max-images %d out of range (allowed: 1 to 10000)", c.MaxImages)
 	case c.BodyLimit < 1024 || c.BodyLimit > 64<<20:
@@ -206,4 +211,16 @@ func checkAddr(addr string) error {
 		return fmt.Errorf("--addr %q: host %q is not a host name or IP address", addr, host)
 	}
 	return nil
+}
+
+// EngineLanes is --lanes, or when 0 one lane per CPU core up to 4 on the CPU (each lane keeps
+// about one core busy: scheduler/lanes.go) and one on a GPU, which runs one call at a time.
+func (c *Config) EngineLanes() int {
+	if c.Lanes > 0 {
+		return c.Lanes
+	}
+	if strings.HasPrefix(c.Device, "cuda") {
+		return 1
+	}
+	return min(runtime.NumCPU(), 4)
 }
