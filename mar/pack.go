@@ -364,6 +364,9 @@ func graphBytes(fsys fs.FS, name string) (int64, error) {
 
 // Open builds a runnable model from a pack (ONNX Runtime must be initialised).
 func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
+	if err := CheckPrecisionProvider(p.Precision, opt.Device.Provider()); err != nil {
+		return nil, fmt.Errorf("model pack %s: %w", p.Source, err)
+	}
 	var tok Tokenizer
 	var err error
 	if p.Manifest.Tokenizer.Kind != TokenizerVAEDecoder { // before the sessions, so a failure leaks none
