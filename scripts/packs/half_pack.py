@@ -30,11 +30,12 @@ A Cast is inserted wherever a value crosses from one precision to the other (onc
 CPU-runnable emulation of the fp16 graphs, for testing: each fp16 value is held in fp32 but
 rounded through fp16 (Cast to fp16 and back) exactly where the fp16 graph holds it in fp16, the
 fp16 weights stored as fp32 copies of their fp16 values, and each fp16 node computes in fp32
-from those rounded inputs and rounds its result once. ONNX Runtime's CPU provider has no fp16
-MatMul/Gemm/elementwise kernels on x86, so this is how the conversion is checked on the CPU
-(scripts/tests/half_pack_test.go). It proves where the graphs round and that the rounding
-is harmless; it does not prove the CUDA kernels' own arithmetic (an fp16 elementwise kernel
-may differ from the emulation by the last bit; cuBLAS accumulates in fp32 in another order).
+from those rounded inputs and rounds its result once. ONNX Runtime's CPU provider opens the
+fp16 graphs themselves, but it has fp16 kernels for a few operators only and runs the others by
+casting back to fp32, possibly dropping roundings the GPU keeps; the emulation is the stricter
+CPU check (scripts/tests/half_pack_test.go runs both). It shows where the graphs round and that
+the rounding is harmless; it does not prove the CUDA kernels' own arithmetic (an fp16
+elementwise kernel may differ from the emulation in the last bit; cuBLAS sums in another order).
 Needs only the onnx and numpy packages.
 """
 import argparse
@@ -140,7 +141,7 @@ class Converter:
         held, _ = scope.lookup(name)
         return held is not None and held[2]
 
-    def lowered_matmul(self, node, scope):
+    def lowered_matmul(self, node):
         """Whether a MatMul/Gemm runs in fp16: a constant weight needs --min-dim channels both ways
         and --keep not naming it; a product of two activations always does."""
         w = node.input[1]
@@ -152,8 +153,6 @@ class Converter:
             if min(self.weights[w].dims) < self.min_dim:
                 self.kept.append(label)
                 return False
-        if node.op_type == "Gemm" and (attr(node, "alpha", 1.0) != 1.0 or attr(node, "beta", 1.0) != 1.0):
-            pass  # alpha and beta are attributes: fp16 Gemm applies them as fp32 scalars
         self.lowered.append(label)
         return True
 
@@ -207,7 +206,7 @@ class Converter:
                     self.constants[node.output[0]] = attr(node, "value")
                 nodes.append(node)
                 continue
-            if node.op_type in ("MatMul", "Gemm") and floats and self.lowered_matmul(node, scope):
+            if node.op_type in ("MatMul", "Gemm") and floats and self.lowered_matmul(node):
                 want = F16
             elif node.op_type in FOLLOW and floats:
                 computed = [i for i in floats if not self.constant(i, scope)]
