@@ -14,9 +14,12 @@ reads them as before; inside, the rules are torch.autocast's (what a MAR user ru
 - MatMul and Gemm run in fp16, their constant weights stored in fp16 (half the bytes), and
   so do the products of two activations (attention's Q K^T and A V);
 - an elementwise or data-movement node (Add, Mul, Sigmoid, Erf, Reshape, Slice, ...) runs in
-  fp16 when every float input it reads is fp16 or a constant, else in fp32: so the bias, the
-  activation functions and the attention scaling run in fp16 on a MatMul's output, while the
-  residual stream, which starts in fp32 and adds a block's output at every layer, stays fp32;
+  fp16 when every float input it reads is fp16, a constant or a LayerNorm's output, else in
+  fp32: so the bias, the activation functions, the attention scaling and AdaLN's modulation of
+  a norm (shift and scale come from a MatMul) run in fp16, while the residual stream, which
+  starts in fp32 and adds a block's output at every layer, stays fp32 (one departure from
+  autocast, which modulates in fp32 and rounds once before the next MatMul: a LayerNorm's
+  output is of unit scale, and the head's loop pays for every Cast node at every step);
 - every other node reading floats runs in fp32: LayerNormalization and the decomposed norm
   (ReduceMean, Pow, Sqrt), Softmax, Sin/Cos/Exp (the timestep embedding), the mask arithmetic
   (ConstantOfShape, TopK, comparisons); and the fused head's sampler arithmetic (noise, the
@@ -129,6 +132,7 @@ class Converter:
         self.weights = {i.name: i for i in self.main.initializer}
         self.half_weights = {}  # main-graph initializer name -> its fp16 copy's name
         self.constants = {}  # Constant nodes' float32 values
+        self.normalised = set()  # LayerNormalization outputs
         self.kept, self.lowered = [], []
         self.fp16_values = set()  # names of the converted graphs' fp16 values, for the CPU check
         self.count = 0
@@ -209,7 +213,10 @@ class Converter:
             if node.op_type in ("MatMul", "Gemm") and floats and self.lowered_matmul(node):
                 want = F16
             elif node.op_type in FOLLOW and floats:
-                computed = [i for i in floats if not self.constant(i, scope)]
+                # constants and LayerNorm outputs (unit scale, rounded to fp16 before a MatMul in
+                # any case) follow the others: AdaLN's modulation of a norm by fp16 shift and
+                # scale then runs in fp16 without casting its inputs up and its output down
+                computed = [i for i in floats if not self.constant(i, scope) and i not in self.normalised]
                 held = [scope.lookup(i)[0][1] for i in computed]
                 want = F16 if computed and all(t == F16 for t in held) else F32
             else:
@@ -225,6 +232,8 @@ class Converter:
                 scope.values[o] = (o, t, False)
                 if t == F16:
                     self.fp16_values.add(o)
+            if node.op_type == "LayerNormalization":
+                self.normalised.add(node.output[0])
             nodes.append(node)
             # a graph output made in fp16 goes out in fp32 under its own name
             for k, o in enumerate(node.output):
