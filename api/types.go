@@ -28,7 +28,8 @@ type GenerateRequest struct {
 	FinalStepNoise *bool    `json:"final_step_noise,omitempty"`
 	Sampler        string   `json:"sampler,omitempty"` // head sampler: ddpm (default), ddim, dpmpp-2m, dpmpp-2m-sde, distilled (the pack's few-step head)
 	Eta            *float64 `json:"eta,omitempty"`     // ddim only: 0 (deterministic) to 1 (ddpm's law)
-	// Precision of the transformer and head graphs: fp32 or int8 (the pack's quantised graphs);
+	// Precision of the transformer and head graphs: fp32, int8 (the pack's quantised graphs) or
+	// fp16 (its half-precision graphs; a server on the CUDA provider only);
 	// omitted: the server's --precision.
 	Precision string `json:"precision,omitempty"`
 	// Cache turns on caching across AR steps (docs/cache.md): omitted or null = off, {} = on
@@ -188,7 +189,7 @@ type Settings struct {
 	FinalNoise  bool     `json:"final_step_noise"`
 	Sampler     string   `json:"sampler,omitempty"` // omitted for ddpm, the default
 	Eta         float64  `json:"eta,omitempty"`
-	Precision   string   `json:"precision,omitempty"` // of the transformer and head; omitted for fp32, the default
+	Precision   string   `json:"precision,omitempty"` // of the transformer and head (int8, fp16); omitted for fp32, the default
 	Cache       string   `json:"cache,omitempty"`     // caching across AR steps, its settings in one line; omitted when off
 	Spec        *Spec    `json:"spec,omitempty"`
 	Params      string   `json:"params"` // the text stamped into every PNG

@@ -25,7 +25,7 @@ func cacheSettings(req *api.CacheRequest, mode, pack, precision string, man *mar
 		return c, fieldErr("cache", "{...}", "omit it, or a pack with a cached transformer (scripts/packs/cached_transformer.py --pack DIR)",
 			"pack "+pack+" has no transformer_cached.onnx")
 	case !man.HasCachedAt(precision):
-		return c, fieldErr("cache", "{...}", "omit it, precision "+mar.FP32+", or a pack whose "+precision+" graphs include the cached transformer ("+mar.QuantizeHint+")",
+		return c, fieldErr("cache", "{...}", "omit it, precision "+mar.FP32+", or a pack whose "+precision+" graphs include the cached transformer ("+mar.PrecisionHint(precision)+")",
 			"pack "+pack+" has no "+precision+" variant of its cached transformer")
 	}
 	L := man.SeqLen()

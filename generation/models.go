@@ -16,7 +16,7 @@ import (
 	"marspec/progress"
 )
 
-// Models gives the scheduler runnable models by pack name and precision (mar.FP32, mar.Int8;
+// Models gives the scheduler runnable models by pack name and precision (mar.FP32, mar.Int8, mar.FP16;
 // "" is fp32). The ONNX implementation opens each pack once per precision asked for, on first
 // use; tests use Fixed with mar/analytic models.
 type Models interface {
@@ -80,7 +80,7 @@ type ORTModels struct {
 // unless a folder of that name exists; anything else is a folder.
 func LoadPack(name string) (*mar.Pack, error) { return LoadPackAt(name, mar.FP32) }
 
-// LoadPackAt is LoadPack with the transformer and head graphs at precision (mar.FP32, mar.Int8).
+// LoadPackAt is LoadPack with the transformer and head graphs at precision (mar.FP32, mar.Int8, mar.FP16).
 // A pack's settings are checked as requests use them (CheckSettings).
 func LoadPackAt(name, precision string) (*mar.Pack, error) {
 	var p *mar.Pack

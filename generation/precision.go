@@ -32,12 +32,13 @@ func ParsePrecisions(list, def string) ([]string, error) {
 	return out, nil
 }
 
-// PackPrecisions are the precisions pack man can run at that the catalog serves, in
-// PrecisionNames' order.
+// PackPrecisions are the precisions pack man can run at that the catalog serves on its
+// provider (fp16 on CUDA only), in PrecisionNames' order.
 func (c Catalog) PackPrecisions(man *mar.Manifest) []string {
 	var out []string
-	for _, p := range []string{mar.FP32, mar.Int8} {
-		if (man == nil || man.HasPrecision(p)) && (c.Precisions == nil || slices.Contains(c.Precisions, p)) {
+	for _, p := range []string{mar.FP32, mar.Int8, mar.FP16} {
+		if (man == nil || man.HasPrecision(p)) && (c.Precisions == nil || slices.Contains(c.Precisions, p)) &&
+			mar.CheckPrecisionProvider(p, c.Provider) == nil {
 			out = append(out, p)
 		}
 	}
@@ -56,6 +57,10 @@ func resolvePrecision(asked string, cat Catalog, packName string, man *mar.Manif
 	if err != nil {
 		return "", fieldErr("precision", strconv.Quote(asked), mar.PrecisionNames(), "unknown")
 	}
+	if err := mar.CheckPrecisionProvider(p, cat.Provider); err != nil {
+		return "", fieldErr("precision", p, "omit it, or "+mar.CPUPrecisions+" on the CPU; "+mar.FP16+" with the CUDA provider (--device cuda)",
+			"fp16 graphs need ONNX Runtime's CUDA provider and this runs on the CPU")
+	}
 	if given && cat.Precisions != nil && !slices.Contains(cat.Precisions, p) {
 		return "", fieldErr("precision", p, "omit it, or "+strings.Join(cat.PackPrecisions(man), ", "), "this server does not serve "+p+" (its --precisions)")
 	}
@@ -66,13 +71,15 @@ func resolvePrecision(asked string, cat Catalog, packName string, man *mar.Manif
 }
 
 // presetPrecision is the precision preset pre brings to a request on pack man: its own where
-// it was measured (a CPU: the int8 graphs have not been measured on another provider), the
-// catalog serves it and the pack (the draft too, in spec mode) has the graphs; "" otherwise, so
-// the request runs at the catalog's default and its settings say which.
+// it was measured (int8 on a CPU: the int8 graphs have not been measured on another provider;
+// fp16 on CUDA, the only provider that runs it), the catalog serves it and the pack (the draft
+// too, in spec mode) has the graphs; "" otherwise, so the request runs at the catalog's default
+// and its settings say which.
 func presetPrecision(pre Preset, cat Catalog, man *mar.Manifest) string {
 	p := pre.Precision
+	onCPU := cat.Provider == "" || cat.Provider == "cpu"
 	switch {
-	case p == "", cat.Provider != "" && cat.Provider != "cpu", !slices.Contains(cat.PackPrecisions(man), p):
+	case p == "", p == mar.Int8 && !onCPU, !slices.Contains(cat.PackPrecisions(man), p):
 		return ""
 	case pre.Mode == ModeSpec && cat.Draft != nil && !cat.Draft.HasPrecision(p):
 		return ""
@@ -84,7 +91,7 @@ func presetPrecision(pre Preset, cat Catalog, man *mar.Manifest) string {
 // precision p.
 func checkPackPrecision(p, packName string, man *mar.Manifest) error {
 	if man != nil && !man.HasPrecision(p) {
-		return fieldErr("precision", p, mar.FP32+", or a pack with "+p+" graphs ("+mar.QuantizeHint+")",
+		return fieldErr("precision", p, mar.FP32+", or a pack with "+p+" graphs ("+mar.PrecisionHint(p)+")",
 			"pack "+packName+" ("+man.Name+") has no "+p+" graphs")
 	}
 	return nil

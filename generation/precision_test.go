@@ -35,7 +35,7 @@ func TestPrecisionRejects(t *testing.T) {
 		field     string
 		want      []string // in the message
 	}{
-		{"unknown", base, "bf16", req(ModeTarget), "precision", []string{`"bf16"`, "unknown", "fp32, int8"}},
+		{"unknown", base, "bf16", req(ModeTarget), "precision", []string{`"bf16"`, "unknown", "fp32, int8, fp16"}},
 		{"target lacks int8", base, "int8", req(ModeTarget), "precision", []string{"pack target (analytic-target) has no int8 graphs", "scripts/packs/quantize_pack.py"}},
 		{"draft mode, draft lacks int8", targetOnly, "int8", req(ModeDraft), "precision", []string{"pack draft (analytic-draft)"}},
 		{"spec, draft lacks int8", targetOnly, "int8", req(ModeSpec), "precision", []string{"pack draft (analytic-draft)"}},
@@ -138,7 +138,8 @@ func TestParsePrecisions(t *testing.T) {
 		{"fp32, int8,fp32", "int8", []string{mar.FP32, mar.Int8}, ""},
 		{"fp32", "", []string{mar.FP32}, ""},
 		{"int8", "fp32", nil, "leaves out fp32"},
-		{"fp16", "", nil, `"fp16" unknown`},
+		{"bf16", "", nil, `"bf16" unknown`},
+		{"fp32,fp16", "", []string{mar.FP32, mar.FP16}, ""},
 	} {
 		got, err := ParsePrecisions(c.list, c.def)
 		if c.err != "" {
@@ -202,10 +203,90 @@ func TestPresetPrecision(t *testing.T) {
 		}
 	}
 	bad := set
-	bad.Presets = map[string]Preset{"quick": {Mode: ModeTarget, Precision: "fp16", About: "x", Provenance: "chosen: x"}}
+	bad.Presets = map[string]Preset{"quick": {Mode: ModeTarget, Precision: "bf16", About: "x", Provenance: "chosen: x"}}
 	m := *base.Target
 	m.Settings = &bad
-	if err := CheckSettings(&m); err == nil || !strings.Contains(err.Error(), `settings preset quick: precision "fp16" unknown`) {
-		t.Errorf("a preset with precision fp16: %v", err)
+	if err := CheckSettings(&m); err == nil || !strings.Contains(err.Error(), `settings preset quick: precision "bf16" unknown`) {
+		t.Errorf("a preset with precision bf16: %v", err)
+	}
+}
+
+// withFP16 returns a copy of man that lists fp16 graphs, as scripts/packs/half_pack.py leaves it.
+func withFP16(man *mar.Manifest) *mar.Manifest {
+	m := *man
+	m.Precisions = map[string]mar.PrecisionSpec{mar.FP16: {Transformer: "transformer.fp16.onnx", Head: "head.fp16.onnx"}}
+	return &m
+}
+
+// fp16 runs on the CUDA provider only: on a CPU catalog a request (or the default) naming it is
+// a FieldError on precision saying so and naming the CPU's precisions, even where the pack has
+// the graphs; on CUDA a pack without them is named with the tool that makes them; presets
+// measured at fp16 bring it on CUDA only, and the CPU does not list it.
+func TestPrecisionFP16(t *testing.T) {
+	_, base := TestModels()
+	half := base
+	half.Target, half.Draft = withFP16(base.Target), withFP16(base.Draft)
+	cuda := half
+	cuda.Provider = "cuda"
+	noGraphs := base
+	noGraphs.Provider = "cuda"
+	req := func(precision string) Request {
+		return Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"}, Seed: u64(1), Mode: ModeTarget, Precision: precision}}
+	}
+	for _, c := range []struct {
+		name string
+		cat  Catalog
+		want []string
+	}{
+		{"cpu", half, []string{"CUDA provider", "--device cuda", "fp32 or int8"}},
+		{"provider unset (the CPU)", func() Catalog { c := half; c.Provider = ""; return c }(), []string{"CUDA provider"}},
+		{"cuda, pack without fp16 graphs", noGraphs, []string{"pack target (analytic-target) has no fp16 graphs", "scripts/packs/half_pack.py PACK"}},
+	} {
+		_, err := ValidateRequest(req(mar.FP16), c.cat)
+		if Field(err) != "precision" || !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %v, want a FieldError on precision", c.name, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q lacks %q", c.name, err, w)
+			}
+		}
+	}
+	def := half
+	def.Precision = mar.FP16
+	if _, err := ValidateRequest(req(""), def); Field(err) != "precision" {
+		t.Errorf("default fp16 on the CPU: %v, want a FieldError on precision", err)
+	}
+	plan, err := ValidateRequest(req(mar.FP16), cuda)
+	if err != nil || plan.Precision != mar.FP16 || !strings.Contains(plan.Params(), "precision=fp16") {
+		t.Errorf("fp16 on cuda: plan %q, params %q, %v", plan.Precision, plan.Params(), err)
+	}
+	if got := half.PackPrecisions(half.Target); !slices.Equal(got, []string{mar.FP32}) {
+		t.Errorf("PackPrecisions of an fp16 pack on the CPU = %v, want fp32 alone", got)
+	}
+	if got := cuda.PackPrecisions(cuda.Target); !slices.Equal(got, []string{mar.FP32, mar.FP16}) {
+		t.Errorf("PackPrecisions of an fp16 pack on cuda = %v", got)
+	}
+
+	pre, err := PresetFromRunConfig("target:num_iter=3:precision=fp16")
+	if err != nil || pre.Precision != mar.FP16 || !strings.HasSuffix(DescribePreset(pre), ", fp16 weights on CUDA") {
+		t.Fatalf("PresetFromRunConfig: %+v, %v, %q", pre, err, DescribePreset(pre))
+	}
+	set := *base.Target.Settings
+	set.Presets = map[string]Preset{"quick": pre}
+	for _, c := range []struct {
+		name string
+		cat  Catalog
+		want string
+	}{{"cpu", half, mar.FP32}, {"cuda", cuda, mar.FP16}} {
+		k := c.cat
+		man := *k.Target
+		man.Settings = &set
+		k.Target = &man
+		plan, err := ValidateRequest(Request{GenerateRequest: api.GenerateRequest{Class: api.Classes{"0"}, Seed: u64(1), Preset: "quick"}}, k)
+		if err != nil || plan.Precision != c.want {
+			t.Errorf("an fp16 preset on %s: precision %q, %v; want %s", c.name, plan.Precision, err, c.want)
+		}
 	}
 }

@@ -113,7 +113,11 @@ func DescribePreset(p Preset) string {
 	if p.Temperature != nil {
 		s += ", temperature " + strconv.FormatFloat(*p.Temperature, 'g', -1, 64)
 	}
-	if p.Precision != "" && p.Precision != mar.FP32 {
+	switch p.Precision {
+	case "", mar.FP32:
+	case mar.FP16:
+		s += ", fp16 weights on CUDA"
+	default:
 		s += ", " + p.Precision + " weights on a CPU"
 	}
 	return s

@@ -34,7 +34,7 @@ type Catalog struct {
 	MaxImages             int    // per request; 0 = 10000
 	Provider              string // cpu or cuda: resolves schedule "auto"
 	// Precision is what the packs' transformer and head graphs are opened at for requests that
-	// name none (mar.FP32 or "" for the default, mar.Int8): --precision.
+	// name none (mar.FP32 or "" for the default, mar.Int8, mar.FP16 on CUDA): --precision.
 	Precision string
 	// Precisions are those a request may name (a server's --precisions); nil = every one the
 	// pack has graphs for.
@@ -51,7 +51,7 @@ type Plan struct {
 	Options      mar.Options       // seed, cfg, temperature, num_iter, steps, final-step noise
 	Spec         *arsampler.Config // spec mode
 	GammaText    string            // "8" or "auto", as given
-	Precision    string            // of the transformer and head graphs: mar.FP32 or mar.Int8
+	Precision    string            // of the transformer and head graphs: mar.FP32, mar.Int8 or mar.FP16
 	SeqLen       int
 	GridH, GridW int
 	ImageHWC     [3]int

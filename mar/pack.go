@@ -57,7 +57,7 @@ type Manifest struct {
 	// EarlyExit names the optional early-exit draft graphs (mar/earlyexit.go).
 	EarlyExit *EarlyExitSpec `json:"early_exit,omitempty"`
 	// Precisions names reduced-precision variants of the transformer and head graphs
-	// (mar/precision.go, scripts/packs/quantize_pack.py), by precision name.
+	// (mar/precision.go, scripts/packs/quantize_pack.py, half_pack.py), by precision name.
 	Precisions map[string]PrecisionSpec `json:"precisions,omitempty"`
 	// DistilledHead names the optional few-step student head (mar/distilled.go).
 	DistilledHead *DistilledHeadSpec `json:"distilled_head,omitempty"`
@@ -73,7 +73,7 @@ type Manifest struct {
 // Pack is a manifest plus the bytes of its graphs.
 type Pack struct {
 	Source    string // where it was read from, for messages
-	Precision string // the precision its transformer and head graphs were read at (FP32, Int8)
+	Precision string // the precision its transformer and head graphs were read at (FP32, Int8, FP16)
 	Manifest  *Manifest
 	// Transformer is transformer.onnx; nil when the cached graph serves every transformer pass
 	// (ServesFromCache), or when TransformerFile is set
@@ -215,7 +215,7 @@ func LoadPackFS(fsys fs.FS, dir, source string) (*Pack, error) {
 	return LoadPackFSAt(fsys, dir, source, FP32)
 }
 
-// LoadPackFSAt reads a pack with its transformer and head graphs at precision (FP32, Int8);
+// LoadPackFSAt reads a pack with its transformer and head graphs at precision (FP32, Int8, FP16);
 // only that precision's graphs are read.
 func LoadPackFSAt(fsys fs.FS, dir, source, precision string) (*Pack, error) {
 	return loadPack(fsys, dir, source, precision, "")
@@ -327,7 +327,7 @@ func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 // LoadPackDir reads a pack from a folder on disk at fp32.
 func LoadPackDir(dir string) (*Pack, error) { return LoadPackDirAt(dir, FP32) }
 
-// LoadPackDirAt reads a pack from a folder on disk at precision (FP32, Int8).
+// LoadPackDirAt reads a pack from a folder on disk at precision (FP32, Int8, FP16).
 func LoadPackDirAt(dir, precision string) (*Pack, error) {
 	st, err := os.Stat(dir)
 	if err != nil || !st.IsDir() {
@@ -364,6 +364,9 @@ func graphBytes(fsys fs.FS, name string) (int64, error) {
 
 // Open builds a runnable model from a pack (ONNX Runtime must be initialised).
 func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
+	if err := CheckPrecisionProvider(p.Precision, opt.Device.Provider()); err != nil {
+		return nil, fmt.Errorf("model pack %s: %w", p.Source, err)
+	}
 	var tok Tokenizer
 	var err error
 	if p.Manifest.Tokenizer.Kind != TokenizerVAEDecoder { // before the sessions, so a failure leaks none

@@ -2,23 +2,60 @@ package mar
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
 
 // Precisions a pack's transformer and head can run at. FP32 is the graphs every pack has;
-// Int8 is the dynamically quantised variant scripts/packs/quantize_pack.py adds (docs/model-pack.md).
+// Int8 is the dynamically quantised variant scripts/packs/quantize_pack.py adds; FP16 the half
+// precision variant scripts/packs/half_pack.py adds, for the CUDA provider only
+// (docs/model-pack.md, docs/gpu.md).
 const (
 	FP32 = "fp32"
 	Int8 = "int8"
+	FP16 = "fp16"
 )
 
+// reducedPrecisions are the precisions a manifest's precisions entry may name, in
+// PrecisionNames' order.
+var reducedPrecisions = []string{Int8, FP16}
+
 // PrecisionNames lists the precisions, default first, for messages and flag help.
-func PrecisionNames() string { return FP32 + ", " + Int8 }
+func PrecisionNames() string { return FP32 + ", " + strings.Join(reducedPrecisions, ", ") }
 
 // QuantizeHint says how a pack gets its int8 graphs, for error messages.
 const QuantizeHint = "/usr/bin/python3 scripts/packs/quantize_pack.py PACK adds them"
+
+// HalfHint says how a pack gets its fp16 graphs, for error messages.
+const HalfHint = "/usr/bin/python3 scripts/packs/half_pack.py PACK adds them"
+
+// PrecisionHint says how a pack gets the graphs of a reduced precision.
+func PrecisionHint(precision string) string {
+	if precision == FP16 {
+		return HalfHint
+	}
+	return QuantizeHint
+}
+
+// CPUPrecisions are the precisions the CPU provider runs, for messages.
+const CPUPrecisions = FP32 + " or " + Int8
+
+// ErrFP16OnCPU is why fp16 is refused off the CUDA provider: ONNX Runtime's CPU provider has
+// fp16 kernels for a few operators only and runs the others by casting back to fp32, so the
+// graphs would only be slower and less exact there (docs/gpu.md, "Half precision").
+var ErrFP16OnCPU = errors.New("precision " + FP16 + " needs the CUDA provider (--device cuda): ONNX Runtime's CPU provider has no fp16 kernels for these graphs (it would cast them back to fp32); on the CPU use " + CPUPrecisions)
+
+// CheckPrecisionProvider says whether precision runs on provider ("cpu" or "" for the CPU,
+// "cuda"): fp16 needs CUDA.
+func CheckPrecisionProvider(precision, provider string) error {
+	if precision == FP16 && provider != "cuda" {
+		return ErrFP16OnCPU
+	}
+	return nil
+}
 
 // PrecisionSpec names the graphs of one reduced precision in the pack folder (the manifest's
 // precisions entry). Quantization is the script's free-form record of what it did.
@@ -37,8 +74,8 @@ func ParsePrecision(s string) (string, error) {
 	switch s {
 	case "", FP32:
 		return FP32, nil
-	case Int8:
-		return Int8, nil
+	case Int8, FP16:
+		return s, nil
 	}
 	return "", fmt.Errorf("precision %q unknown (allowed: %s)", s, PrecisionNames())
 }
@@ -67,7 +104,7 @@ func (m *Manifest) graphFiles(precision string) (graphFiles, error) {
 	}
 	spec, ok := m.Precisions[precision]
 	if !ok {
-		return graphFiles{}, fmt.Errorf("model pack %s has no %s graphs (%s)", m.Name, precision, QuantizeHint)
+		return graphFiles{}, fmt.Errorf("model pack %s has no %s graphs (%s)", m.Name, precision, PrecisionHint(precision))
 	}
 	return graphFiles{transformer: spec.Transformer, head: spec.Head, headLoop: spec.HeadLoop, cached: spec.Cached}, nil
 }
@@ -95,8 +132,8 @@ func (m *Manifest) validatePrecisions() error {
 	for _, name := range names {
 		spec := m.Precisions[name]
 		switch {
-		case name != Int8:
-			return fmt.Errorf("precisions: %q unsupported (allowed: %s; fp32 is the pack's own graphs)", name, Int8)
+		case !slices.Contains(reducedPrecisions, name):
+			return fmt.Errorf("precisions: %q unsupported (allowed: %s; fp32 is the pack's own graphs)", name, strings.Join(reducedPrecisions, ", "))
 		case !isPackFileName(spec.Transformer) || !isPackFileName(spec.Head):
 			return fmt.Errorf("precisions %s: transformer %q and head %q must be file names in the pack folder ending in .onnx", name, spec.Transformer, spec.Head)
 		case spec.HeadLoop != "" && !isPackFileName(spec.HeadLoop):
@@ -105,7 +142,7 @@ func (m *Manifest) validatePrecisions() error {
 			return fmt.Errorf("precisions %s: transformer_cached %q needs the pack's cache graph and must be a file name in the pack folder ending in .onnx", name, spec.Cached)
 		case (m.HeadLoop != nil) != (spec.HeadLoop != ""):
 			return fmt.Errorf("precisions %s: head_loop must be given exactly when the pack has a fused head (%s again writes it)", name,
-				strings.TrimSuffix(QuantizeHint, " adds them"))
+				strings.TrimSuffix(PrecisionHint(name), " adds them"))
 		}
 	}
 	return nil

@@ -2,9 +2,12 @@ package mar
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"marspec/onnxrt"
 )
 
 func int8Entry() map[string]any {
@@ -26,7 +29,7 @@ func TestPrecisionsEntry(t *testing.T) {
 		edit func(e map[string]any) map[string]any // the precisions object
 		want string
 	}{
-		{"unknown precision", func(e map[string]any) map[string]any { return map[string]any{"bf16": e} }, `precisions: "bf16" unsupported (allowed: int8`},
+		{"unknown precision", func(e map[string]any) map[string]any { return map[string]any{"bf16": e} }, `precisions: "bf16" unsupported (allowed: int8, fp16`},
 		{"fp32 listed", func(e map[string]any) map[string]any { return map[string]any{"fp32": e} }, `"fp32" unsupported`},
 		{"path", func(e map[string]any) map[string]any {
 			e["head"] = "../head.int8.onnx"
@@ -71,7 +74,7 @@ func TestLoadPackAtPrecision(t *testing.T) {
 		!strings.Contains(err.Error(), "embedded/p: model pack fmnist-target has no int8 graphs") || !strings.Contains(err.Error(), "quantize_pack.py") {
 		t.Fatalf("pack without int8 graphs: %v", err)
 	}
-	if _, err := LoadPackFSAt(fsys, "p", "embedded/p", "int4"); err == nil || !strings.Contains(err.Error(), `precision "int4" unknown (allowed: fp32, int8)`) {
+	if _, err := LoadPackFSAt(fsys, "p", "embedded/p", "int4"); err == nil || !strings.Contains(err.Error(), `precision "int4" unknown (allowed: fp32, int8, fp16)`) {
 		t.Fatalf("unknown precision: %v", err)
 	}
 	m := targetManifestJSON(t)
@@ -102,5 +105,52 @@ func TestLoadPackAtPrecision(t *testing.T) {
 	delete(fsys, "p/head.int8.onnx")
 	if _, err := LoadPackFSAt(fsys, "p", "embedded/p", Int8); err == nil || !strings.Contains(err.Error(), "cannot read head.int8.onnx") {
 		t.Fatalf("missing head.int8.onnx: %v", err)
+	}
+}
+
+// An fp16 entry (scripts/packs/half_pack.py) is read like an int8 one, a pack without it names
+// that tool, and opening fp16 graphs on the CPU is refused before any session starts.
+func TestFP16Precision(t *testing.T) {
+	m := targetManifestJSON(t)
+	entry := int8Entry()
+	for k, f := range map[string]string{"transformer": "transformer.fp16.onnx", "head": "head.fp16.onnx",
+		"head_loop": "head_loop.fp16.onnx", "transformer_cached": "transformer_cached.fp16.onnx"} {
+		entry[k] = f
+	}
+	m["precisions"] = map[string]any{"fp16": entry}
+	data, _ := json.Marshal(m)
+	fsys := fstest.MapFS{"p/manifest.json": {Data: data}}
+	for _, f := range []string{"transformer", "head", "head_loop", "exit_draft", "exit_rest", "distilled_head", "transformer_cached"} {
+		fsys["p/"+f+".onnx"] = &fstest.MapFile{Data: []byte(f)}
+	}
+	for _, f := range []string{"transformer", "head", "head_loop", "transformer_cached"} {
+		fsys["p/"+f+".fp16.onnx"] = &fstest.MapFile{Data: []byte(f + "16")}
+	}
+	if _, err := LoadPackFSAt(fsys, "p", "embedded/p", Int8); err == nil || !strings.Contains(err.Error(), "quantize_pack.py") {
+		t.Errorf("int8 from a pack with fp16 graphs only: %v", err)
+	}
+	p, err := LoadPackFSAt(fsys, "p", "embedded/p", FP16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(p.Transformer) != "transformer16" || string(p.HeadLoop) != "head_loop16" || string(p.Cached) != "transformer_cached16" {
+		t.Errorf("fp16 read %s/%s/%s", p.Transformer, p.HeadLoop, p.Cached)
+	}
+	if _, err := p.Open(onnxrt.SessionOptions{Device: onnxrt.CPU}); !errors.Is(err, ErrFP16OnCPU) || !strings.Contains(err.Error(), "embedded/p") {
+		t.Errorf("opening fp16 on the CPU: %v, want %v naming the pack", err, ErrFP16OnCPU)
+	}
+	delete(m, "precisions")
+	data, _ = json.Marshal(m)
+	fsys["p/manifest.json"] = &fstest.MapFile{Data: data}
+	if _, err := LoadPackFSAt(fsys, "p", "embedded/p", FP16); err == nil || !strings.Contains(err.Error(), "has no fp16 graphs (/usr/bin/python3 scripts/packs/half_pack.py PACK adds them)") {
+		t.Errorf("pack without fp16 graphs: %v", err)
+	}
+	for _, c := range []struct {
+		precision, provider string
+		ok                  bool
+	}{{FP16, "cuda", true}, {FP16, "cpu", false}, {FP16, "", false}, {Int8, "cpu", true}, {FP32, "cuda", true}} {
+		if err := CheckPrecisionProvider(c.precision, c.provider); (err == nil) != c.ok {
+			t.Errorf("CheckPrecisionProvider(%s, %q) = %v", c.precision, c.provider, err)
+		}
 	}
 }

@@ -176,7 +176,7 @@ func TestConfigPrecision(t *testing.T) {
 		t.Errorf("the fp32 and int8 configurations gave the same FID %v: the int8 one did not run the int8 graphs", fp32)
 	}
 	if _, err := Open(m, t.TempDir(), Settings{N: 20, Seed: 5, Batch: 10, Chunk: 10, CFG: 1, Temperature: 1, Target: "target", Draft: "draft",
-		Configs: []string{fast + ":precision=bf16"}}, "evaluator", "auto"); err == nil || !strings.Contains(err.Error(), `precision "bf16": unknown (allowed: fp32, int8)`) {
+		Configs: []string{fast + ":precision=bf16"}}, "evaluator", "auto"); err == nil || !strings.Contains(err.Error(), `precision "bf16": unknown (allowed: fp32, int8, fp16)`) {
 		t.Errorf("precision=bf16: %v", err)
 	}
 }

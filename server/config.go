@@ -28,7 +28,7 @@ type Config struct {
 	ORTLib       string
 	Device       string
 	Threads      int
-	Precision    string // of the packs' transformer and head graphs for requests that name none: fp32 or int8 (mar.ParsePrecision)
+	Precision    string // of the packs' transformer and head graphs for requests that name none: fp32, int8 or fp16 (mar.ParsePrecision; fp16 on CUDA only)
 	Precisions   string // what requests may name, comma-separated; "" = every precision the packs have graphs for
 	ORTTuning    onnxrt.Tuning
 	QueueSize    int
@@ -108,7 +108,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 		errs = append(errs, fmt.Errorf("$MARSPEC_ORT_TUNING: %v", err))
 	}
 	fs.Var(&c.ORTTuning, "ort-tuning", onnxrt.TuningHelp+" ($MARSPEC_ORT_TUNING)")
-	s(&c.Precision, "precision", "PRECISION", mar.FP32, "transformer and head weights of requests that name none: "+mar.PrecisionNames()+" (int8: the packs' quantised graphs, scripts/packs/quantize_pack.py)")
+	s(&c.Precision, "precision", "PRECISION", mar.FP32, "transformer and head weights of requests that name none: "+mar.PrecisionNames()+" (int8: the packs' quantised graphs, scripts/packs/quantize_pack.py; fp16: their half-precision graphs, scripts/packs/half_pack.py, with --device cuda only)")
 	s(&c.Precisions, "precisions", "PRECISIONS", "", "precisions a request may name, comma-separated (e.g. fp32 to refuse int8); empty = every one the packs have graphs for")
 	n(&c.QueueSize, "queue", "QUEUE", 64, "jobs accepted and not finished; more get 503")
 	n(&c.MaxBatch, "max-batch", "MAX_BATCH", 32, "images in flight on this server, all engine groups (packs, precisions, modes) together")

@@ -27,6 +27,9 @@ func Open(cfg Config, models generation.Models, ui fs.FS, log *slog.Logger) (*Se
 	if err != nil {
 		return nil, nil, fmt.Errorf("--precision: %w", err)
 	}
+	if err := mar.CheckPrecisionProvider(precision, dev.Provider()); err != nil {
+		return nil, nil, fmt.Errorf("--precision: %w", err)
+	}
 	allowed, err := generation.ParsePrecisions(cfg.Precisions, precision)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--precisions: %w", err)

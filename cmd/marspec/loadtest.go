@@ -27,7 +27,7 @@ func runLoadtest(args []string) error {
 	numIter := fs.Int("num-iter", 0, "AR steps per image (target and draft modes; 0 = one token per step); unset: the service's default")
 	fs.StringVar(&m.Mode, "mode", "", "target, draft or spec; unset: the service's default request (the default preset of its target pack)")
 	fs.StringVar(&m.Preset, "preset", "", "a preset for every request, one of the target pack's (marspec models lists them); unset: the service's default")
-	fs.StringVar(&m.Precision, "precision", "", "the requests' precision, fp32 or int8; unset: their preset's, else the server's default")
+	fs.StringVar(&m.Precision, "precision", "", "the requests' precision, fp32, int8 or fp16 (a CUDA server); unset: their preset's, else the server's default")
 	fs.StringVar(&p.CrossBatch, "cross-batch", "both", "in-process server: on, off (one request per batch) or both, side by side")
 	fs.Uint64Var(&m.Seed, "seed", 1, "seed of the request mix (classes, counts) and of the requests")
 	fs.IntVar(&p.Local.MaxBatch, "max-batch", 32, "in-process server: images in flight, all engine groups together")

@@ -72,6 +72,13 @@ func describePack(name string, p *mar.Pack, all bool) {
 	if c := m.Cache; c != nil {
 		fmt.Printf("  cache across AR steps: %s (--cache on, docs/cache.md)\n", c.File)
 	}
-	fmt.Printf("  precisions: %s (--precision, or a request's precision)\n", strings.Join(generation.Catalog{}.PackPrecisions(m), ", "))
+	// every precision the pack has graphs for, fp16 among them where it has them (CUDA only)
+	precisions := generation.Catalog{Provider: "cuda"}.PackPrecisions(m)
+	for i, p := range precisions {
+		if p == mar.FP16 {
+			precisions[i] = p + " (CUDA only)"
+		}
+	}
+	fmt.Printf("  precisions: %s (--precision, or a request's precision)\n", strings.Join(precisions, ", "))
 	generation.DescribeSettings(os.Stdout, m)
 }

@@ -15,8 +15,8 @@ type runtimeFlags struct {
 	provider string // the device's provider, cpu or cuda: what the auto schedule keys on
 	threads  int
 	tuning   onnxrt.Tuning
-	// precision of the transformer and head graphs (mar.FP32, mar.Int8); checked where packs
-	// are read, so a pack without int8 graphs is named
+	// precision of the transformer and head graphs (mar.FP32, mar.Int8, mar.FP16); checked
+	// where packs are read, so a pack without the graphs is named (fp16: on CUDA only)
 	precision string
 }
 
@@ -56,7 +56,7 @@ func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
 // evaluator has no reduced precision).
 func (rt *runtimeFlags) addPrecisionFlag(fs *flag.FlagSet) {
 	fs.StringVar(&rt.precision, "precision", mar.FP32, "transformer and head weights: "+mar.PrecisionNames()+
-		" (int8: the pack's quantised graphs, scripts/packs/quantize_pack.py)")
+		" (int8: the pack's quantised graphs, scripts/packs/quantize_pack.py; fp16: its half-precision graphs, scripts/packs/half_pack.py, with --device cuda only)")
 }
 
 // pinnedPrecision is --precision as a scoring run's settings record it: "" for fp32, so runs
@@ -83,6 +83,9 @@ func (rt *runtimeFlags) open(name string) (*mar.Model, error) { return rt.openAt
 
 // openAt is open at precision instead of --precision (a run configuration's precision=).
 func (rt *runtimeFlags) openAt(name, precision string) (*mar.Model, error) {
+	if err := mar.CheckPrecisionProvider(precision, rt.provider); err != nil { // before the pack is read
+		return nil, err
+	}
 	pack, err := generation.LoadPackAt(name, precision)
 	if err != nil {
 		return nil, err

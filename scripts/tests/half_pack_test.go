@@ -1,0 +1,245 @@
+package tests
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"marspec/mar"
+	"marspec/onnxrt"
+)
+
+// Tolerances of half_pack.py's graphs against the fp32 ones, fixed before the first run:
+//   - halfGraphTolerance: RMS(fp16 - fp32) / RMS(fp32) of the transformer's z and the head's
+//     output. fp16 rounds to 2^-11 (4.9e-4) relative; a value passes a few dozen roundings
+//     between the inputs and an output, whose errors add mostly in quadrature (about 2e-3
+//     expected), while a wrong cast, an overflow or a weight left unconverted shows as 1e-1 or
+//     more (and identical outputs, under minRelRMS, would mean the fp32 graphs ran);
+//   - halfImageTolerance: the mean |pixel difference| in grey levels (of 255) between an image
+//     of the fp16 graphs and the fp32 image of the same seed; the AR loop feeds each token's
+//     rounding error into the later steps, so this is looser than one call;
+//   - halfTokenTolerance: RMS(fp16 - fp32) / RMS(fp32) of a random MAR-layout pack's generated
+//     tokens (no image worth comparing: its decoder is random too).
+const (
+	halfGraphTolerance = 0.01
+	halfImageTolerance = 2.0
+	halfTokenTolerance = 0.05
+)
+
+// TestHalfPack makes the fp16 graphs of a copy of the embedded target (transformer, cached
+// transformer, head, fused head) with their CPU emulation (--cpu-check), and checks:
+// the manifest entry and the sizes; that marspec's pack API refuses to open them on the CPU
+// (cmd/marspec's TestPrecisionFP16Refused: the commands); that the fp16 graphs themselves, run by ONNX
+// Runtime's CPU provider (which casts their fp16 nodes back to fp32), and the emulation (which
+// rounds through fp16 everywhere the fp16 graphs hold a value in fp16) both give the fp32
+// graphs' outputs within halfGraphTolerance; and that whole images of the emulation, per-step
+// unguided, and guided with the fused head and the cache, are within halfImageTolerance of the
+// fp32 images.
+func TestHalfPack(t *testing.T) {
+	needTorch(t)
+	lib := ortLib(t)
+	dir := t.TempDir()
+	pack, check := filepath.Join(dir, "pack"), filepath.Join(dir, "check")
+	halfPack(t, filepath.Join(repoRoot, "models", "target"), "--out", pack, "--cpu-check", check)
+	man, err := mar.LoadManifest(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, ok := man.Precisions[mar.FP16]
+	if !ok || spec.Transformer != "transformer.fp16.onnx" || spec.Head != "head.fp16.onnx" || spec.HeadLoop != "head_loop.fp16.onnx" ||
+		spec.Cached != "transformer_cached.fp16.onnx" {
+		t.Fatalf("manifest precisions: %+v, want fp16 with the transformer, cached transformer, head and head_loop graphs", man.Precisions)
+	}
+	if _, ok := man.Precisions[mar.Int8]; !ok {
+		t.Error("the int8 entry was lost")
+	}
+	for _, f := range []string{"transformer", "head", "head_loop", "transformer_cached"} {
+		a, _ := os.Stat(filepath.Join(pack, f+".onnx"))
+		b, err := os.Stat(filepath.Join(pack, f+".fp16.onnx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Size()*10 > a.Size()*6 { // fp16 weights: about half the bytes
+			t.Errorf("%s.fp16.onnx is %d bytes, over 60%% of %s.onnx's %d: weights not fp16?", f, b.Size(), f, a.Size())
+		}
+	}
+
+	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
+		t.Fatal(err)
+	}
+	p, err := mar.LoadPackDirAt(pack, mar.FP16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Open(onnxrt.SessionOptions{IntraOpThreads: 1}); !errors.Is(err, mar.ErrFP16OnCPU) {
+		t.Errorf("opening the fp16 graphs on the CPU: %v, want %v", err, mar.ErrFP16OnCPU)
+	}
+
+	ref := openWithHeadLoop(t, pack, "off")
+	zRef, outRef := runGraphs(t, ref)
+	for _, c := range []struct{ name, dir string }{
+		{"fp16 graphs (CPU provider)", asOwnGraphs(t, pack, spec)},
+		{"fp16 emulated (--cpu-check)", check},
+	} {
+		z, out := runGraphs(t, openWithHeadLoop(t, c.dir, "off"))
+		checkHalfRMS(t, c.name+": transformer z", z, zRef)
+		checkHalfRMS(t, c.name+": head output", out, outRef)
+	}
+
+	for _, c := range []struct {
+		loop string
+		opt  mar.Options
+	}{
+		{"off", mar.Options{Seed: 3, CFG: 1, Temperature: 1, NumIter: 8}},
+		{"on", mar.Options{Seed: 5, CFG: 3, CFGSchedule: "linear", Temperature: 0.9, NumIter: 12,
+			Cache: mar.CacheSettings{On: true, FullSteps: 3, RefreshEvery: 4, Recompute: 3, ReuseCFG: true}}},
+	} {
+		want := generate(t, openWithHeadLoop(t, pack, c.loop), c.opt)
+		got := generate(t, openWithHeadLoop(t, check, c.loop), c.opt)
+		for i := range want {
+			d := meanAbsPixelDiff(got[i].Pixels, want[i].Pixels)
+			t.Logf("head loop %s, cache %v, image %d: mean |pixel difference| %.3f grey levels, tokens relative RMS %.4f",
+				c.loop, c.opt.Cache.On, i, d, relRMS(got[i].Tokens, want[i].Tokens))
+			if d > halfImageTolerance || relRMS(got[i].Tokens, want[i].Tokens) < minRelRMS {
+				t.Errorf("head loop %s, cache %v, image %d: mean |pixel difference| %.3g, want under %g (and tokens not identical)",
+					c.loop, c.opt.Cache.On, i, d, halfImageTolerance)
+			}
+		}
+	}
+}
+
+// TestHalfPackMARLayout converts a random pack of MAR-B's layout (make_random_packs.py's
+// ci_target: 16x16 tokens of 16 dims, a 32-wide transformer, cached transformer and fused head)
+// with --min-dim 32 and --keep final_layer, so its width-32 layers turn fp16 and its 16-wide
+// ones and the final projection (32 wide here, 2D = 32 of MAR-B's 1024) stay fp32, and
+// compares the fp16 graphs and their emulation with the fp32 graphs, then guided images through
+// the fused head token by token.
+func TestHalfPackMARLayout(t *testing.T) {
+	needTorch(t)
+	lib := ortLib(t)
+	packs := t.TempDir()
+	cmd := exec.Command(python, tool("packs", "make_random_packs.py"), "--models", "ci_target", "--vae", "ci_kl16", "--out", packs)
+	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make_random_packs.py: %v\n%s", err, out)
+	}
+	pack, check := filepath.Join(packs, "ci-target"), filepath.Join(packs, "check")
+	halfPack(t, pack, "--min-dim", "32", "--keep", "final_layer", "--cpu-check", check)
+	man, err := mar.LoadManifest(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := man.Precisions[mar.FP16]
+	if spec.HeadLoop == "" || spec.Cached == "" {
+		t.Fatalf("fp16 entry %+v lacks the fused head or the cached transformer", spec)
+	}
+	var record struct {
+		FP32Layers map[string][]string `json:"fp32_layers"`
+	}
+	if err := json.Unmarshal(spec.Quantization, &record); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(record.FP32Layers["transformer"], "/z_proj/MatMul") || !slices.Contains(record.FP32Layers["head"], "/net/final_layer/linear/Gemm") {
+		t.Errorf("fp32 layers %v: want the 16-wide token projection and the head's final layer kept", record.FP32Layers)
+	}
+	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
+		t.Fatal(err)
+	}
+	ref := openWithHeadLoop(t, pack, "on")
+	zRef, outRef := runGraphs(t, ref)
+	for _, c := range []struct{ name, dir string }{
+		{"fp16 graphs (CPU provider)", asOwnGraphs(t, pack, spec)},
+		{"fp16 emulated (--cpu-check)", check},
+	} {
+		m := openWithHeadLoop(t, c.dir, "on")
+		z, out := runGraphs(t, m)
+		checkHalfRMS(t, c.name+": transformer z", z, zRef)
+		checkHalfRMS(t, c.name+": head output", out, outRef)
+		opt := mar.Options{Seed: 7, CFG: 2.9, CFGSchedule: "linear", Temperature: 1, NumIter: 8, Steps: 50}
+		want, got := generate(t, ref, opt), generate(t, m, opt)
+		for i := range want {
+			rel := relRMS(got[i].Tokens, want[i].Tokens)
+			t.Logf("%s: image %d tokens relative RMS %.4f", c.name, i, rel)
+			if rel > halfTokenTolerance || rel < minRelRMS {
+				t.Errorf("%s: image %d tokens relative RMS %.4g, want %g to %g", c.name, i, rel, minRelRMS, halfTokenTolerance)
+			}
+		}
+	}
+}
+
+// halfPack runs scripts/packs/half_pack.py with args.
+func halfPack(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command(python, append([]string{tool("packs", "half_pack.py")}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("half_pack.py: %v\n%s", err, out)
+	}
+	t.Logf("half_pack.py %s:\n%s", strings.Join(args, " "), out)
+}
+
+// asOwnGraphs copies pack to a new folder whose own (fp32) graph files are the fp16 graphs of
+// spec, so ONNX Runtime's CPU provider can be given them (marspec refuses fp16 on the CPU).
+func asOwnGraphs(t *testing.T, pack string, spec mar.PrecisionSpec) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "fp16-as-own")
+	if out, err := exec.Command("cp", "-r", pack, dir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	for own, half := range map[string]string{"transformer.onnx": spec.Transformer, "head.onnx": spec.Head,
+		"head_loop.onnx": spec.HeadLoop, "transformer_cached.onnx": spec.Cached} {
+		if half == "" {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, half), filepath.Join(dir, own)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var man map[string]any
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &man)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(man, "precisions")
+	if data, err = json.Marshal(man); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func checkHalfRMS(t *testing.T, name string, got, ref []float32) {
+	t.Helper()
+	rel := relRMS(got, ref)
+	t.Logf("%s: fp16 vs fp32 relative RMS difference %.5f", name, rel)
+	if rel > halfGraphTolerance || rel < minRelRMS || math.IsNaN(rel) {
+		t.Errorf("%s: fp16 vs fp32 relative RMS difference %.4g, want %g to %g", name, rel, minRelRMS, halfGraphTolerance)
+	}
+}
+
+func generate(t *testing.T, m *mar.Model, opt mar.Options) []mar.Image {
+	t.Helper()
+	images, err := m.Generate([]int{1, 7}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return images
+}
+
+func meanAbsPixelDiff(a, b []uint8) float64 {
+	sum := 0.0
+	for i := range a {
+		sum += math.Abs(float64(a[i]) - float64(b[i]))
+	}
+	return sum / float64(len(a))
+}
