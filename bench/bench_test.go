@@ -59,6 +59,15 @@ func TestBenchmarksThroughTheAPI(t *testing.T) {
 		t.Fatalf("parts table (%v):\n%s", err, out.String())
 	}
 	out.Reset()
+	// the fused head timed as the head: one call per AR step instead of 5 (the GPU script's head share)
+	fused, err := Parts(target, PartsSettings{Images: 3, Batch: 2, NumIter: 4, Steps: 5, Rounds: 1, CFG: 3, FusedHead: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parts.HeadPath != "per-step" || fused.HeadPath != "fused" || fused.Transformer.Calls != 8 || fused.HeadStep.Calls != 8 ||
+		fused.HeadStep.Share <= 0 || fused.Transformer.Share+fused.HeadStep.Share > 1 {
+		t.Fatalf("parts with the fused head: %+v", fused)
+	}
 	// with the cache (and no warm-up round): the cached graph's calls are timed beside the plain
 	// passes, which only the steps no lazy step follows still make
 	cache := mar.CacheSettings{On: true, FullSteps: 2, RefreshEvery: 4, Recompute: 3, ReuseCFG: true}

@@ -22,6 +22,10 @@ type PartsSettings struct {
 	// NoWarm skips the untimed one-image round: at MAR-B size with num_iter 64 or more it
 	// takes minutes, and what it warms (pre-packing, the arena) is under a second of that.
 	NoWarm bool
+	// FusedHead times the pack's fused reverse diffusion (head_loop.onnx, one call per AR
+	// step) as the head instead of the per-step path: the head's share of a generation as a
+	// GPU runs it. A pack without the graph is refused.
+	FusedHead bool
 }
 
 // PartTiming is one model part over a timed round: its calls and their mean time.
@@ -46,6 +50,7 @@ type PartsReport struct {
 	OpenSeconds     float64    `json:"open_seconds"` // pack read and sessions created
 	ImagesPerSecond float64    `json:"images_per_second"`
 	Cache           string     `json:"cache"`       // the cache's settings, "off" without it
+	HeadPath        string     `json:"head_path"`   // "per-step" or "fused" (head_step then times one whole reverse diffusion)
 	Transformer     PartTiming `json:"transformer"` // one pass over the batch (guided rows included)
 	// CachedPass is one call of the cached graph (a full or a lazy step's pass over the batch);
 	// with the cache, the transformer's time is Transformer's and CachedPass's together.
@@ -78,6 +83,14 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 	}
 	classes := imageClasses(m, pf.Images)
 	onnxTr, onnxHead, tok := mar.Unmemoized(m.Transformer), m.Head, m.Tokenizer
+	var loop mar.LoopRunner
+	if pf.FusedHead {
+		lh, ok := onnxHead.(interface{ FusedLoop() mar.LoopRunner })
+		if !ok || lh.FusedLoop() == nil {
+			return PartsReport{}, fmt.Errorf("--fused-head: pack %s has no head_loop graph (scripts/packs/fuse_head.py adds one)", m.Manifest.Name)
+		}
+		loop = lh.FusedLoop()
+	}
 	defer func(tr mar.Transformer) { m.Transformer, m.Head, m.Tokenizer = tr, onnxHead, tok }(m.Transformer)
 	if m.Cached != nil {
 		defer func() { m.Cached.OnRun = nil }()
@@ -100,6 +113,9 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 		}
 		m.Transformer = timedTransformer{onnxTr, &rd.tr}
 		m.Head = timedHead{onnxHead, &rd.head} // hides a fused head graph: the per-step path, as on the CPU
+		if loop != nil {
+			m.Head = timedLoopHead{timedHead{onnxHead, &rd.head}, loop}
+		}
 		m.Tokenizer = timedTokenizer{tok, &rd.dec}
 		if m.Cached != nil {
 			m.Cached.OnRun = func(d time.Duration) { rd.cached.d += d; rd.cached.calls++ }
@@ -124,6 +140,7 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 	}
 	return PartsReport{Pack: m.Manifest.Name, Images: pf.Images, Batch: opt.Batch, NumIter: opt.NumIter, Steps: opt.Steps,
 		CFG: pf.CFG, Rounds: pf.Rounds, ImagesPerSecond: float64(pf.Images) / med.wall.Seconds(), Cache: opt.Cache.String(),
+		HeadPath:    map[bool]string{false: "per-step", true: "fused"}[loop != nil],
 		Transformer: timing(med.tr), CachedPass: timing(med.cached), HeadStep: timing(med.head), Decode: timing(med.dec),
 		LoadAverage: [2]string{load0, loadAvg()}}, nil
 }
@@ -132,8 +149,8 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 func PrintParts(out io.Writer, r PartsReport, peak *onnxrt.GEMMResult) error {
 	fmt.Fprintf(out, "# marspec bench --parts: %s/%s, %d CPUs, intra-op threads %d, ort tuning %s, load average %s at start, %s at end\n",
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), r.Threads, r.Tuning, r.LoadAverage[0], r.LoadAverage[1])
-	fmt.Fprintf(out, "# %s target-only: %d images, batch %d (0 = all), num-iter %d, steps %d, cfg %g, cache %s; median of %d rounds; pack opened in %.2f s\n\n",
-		r.Pack, r.Images, r.Batch, r.NumIter, r.Steps, r.CFG, r.Cache, r.Rounds, r.OpenSeconds)
+	fmt.Fprintf(out, "# %s target-only: %d images, batch %d (0 = all), num-iter %d, steps %d, cfg %g, cache %s, %s head; median of %d rounds; pack opened in %.2f s\n\n",
+		r.Pack, r.Images, r.Batch, r.NumIter, r.Steps, r.CFG, r.Cache, r.HeadPath, r.Rounds, r.OpenSeconds)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "part\tcalls\tms per call\tshare of wall time\t")
 	type row struct {

@@ -46,6 +46,7 @@ func runBench(args []string) error {
 		"the two taking turns for --rounds rounds (--images, --batch, --num-iter, --cfg, --steps; the cache's knobs as generate's --cache-* flags)")
 	var cf generation.CacheFlags
 	addCacheKnobFlags(fs, &cf)
+	fusedHead := fs.Bool("fused-head", false, "with --parts: time the pack's fused head graph (head_loop.onnx, one call per AR step) as the head, as a GPU samples, instead of the per-step path")
 	noWarm := fs.Bool("no-warm", false, "with --cache or --parts: no uncounted warm-up round (for runs whose rounds take minutes)")
 	var sb bench.SpecGrid
 	quiet := addSpecGridFlags(fs, &sb)
@@ -71,7 +72,7 @@ func runBench(args []string) error {
 			}
 		}
 		return runParts(rt, *target, bench.PartsSettings{Images: *images, Batch: pf.Batch, NumIter: pf.NumIter, Steps: *steps,
-			Rounds: pf.Rounds, CFG: pf.CFG, NoWarm: *noWarm}, cacheFor, *gemm, *asJSON)
+			Rounds: pf.Rounds, CFG: pf.CFG, NoWarm: *noWarm, FusedHead: *fusedHead}, cacheFor, *gemm, *asJSON)
 	}
 	if *cacheCompare {
 		m, err := rt.open(*target)

@@ -17,9 +17,15 @@ OPENBLAS_NUM_THREADS to --threads before starting it, as that script does). --th
 PyTorch's intra-op threads. Besides images/s it reports the time spent in each part of the
 official sampler (encoder + decoder = one transformer pass, the head's p_sample_loop, the VAE
 decode), per call, and the time to build the model and load the checkpoints (start-up).
+--autocast bf16 runs sampling and decoding under torch.autocast in bfloat16 (on the CPU with
+--cpu), the precision MAR itself trains in and the strongest setting a MAR user would time;
+where this torch cannot autocast that device to bfloat16 the run prints {"skipped": reason}.
+--warmup-num-iter sets the AR steps of the untimed warm-up images (default: --num-iter), so a
+GPU run can warm every kernel without paying a whole generation first.
 Prints one JSON object.
 """
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -152,6 +158,31 @@ def time_parts(model, decoder, cpu):
     return parts
 
 
+def autocast_unsupported(device):
+    """Why torch.autocast to bfloat16 cannot run MAR on device here, or "" when it can. Probed
+    on what every MAR block does, a Linear then a LayerNorm with float32 weights: the Linear
+    must come out in bfloat16 and the LayerNorm must accept it (torch 1.13's CPU autocast
+    leaves layer_norm alone, which then refuses a bfloat16 input with float32 weights)."""
+    try:
+        layer, norm = nn.Linear(4, 4).to(device), nn.LayerNorm(4).to(device)
+        with torch.no_grad(), torch.autocast(device_type=device, dtype=torch.bfloat16):
+            out = layer(torch.zeros(2, 4, device=device))
+            kind = out.dtype
+            norm(out)
+    except Exception as e:  # noqa: BLE001: any refusal is the reason to report
+        return f"torch {torch.__version__} cannot run MAR under bfloat16 autocast on {device}: " + " ".join(str(e).split())[:200]
+    if kind != torch.bfloat16:
+        return f"torch {torch.__version__} autocast on {device} left a Linear in {kind}, not bfloat16"
+    return ""
+
+
+def precision_context(autocast, device):
+    """The autocast context of --autocast (a no-op context for off)."""
+    if autocast == "off":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device, dtype=torch.bfloat16)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--code", required=True, help="folder of the official MAR repository")
@@ -169,6 +200,9 @@ def main():
     ap.add_argument("--cfg", type=float, default=1.0)
     ap.add_argument("--cpu", action="store_true", help="run on the CPU (.cuda() becomes a no-op)")
     ap.add_argument("--warmup", type=int, default=2, help="images generated (untimed) before the timed ones")
+    ap.add_argument("--warmup-num-iter", type=int, default=0, help="AR steps of the warm-up images (0 = --num-iter)")
+    ap.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                    help="bf16: sample and decode under torch.autocast(dtype=torch.bfloat16) on the run's device")
     ap.add_argument("--threads", type=int, default=0, help="PyTorch intra-op threads (0 = its default)")
     args = ap.parse_args()
     if not os.path.isfile(os.path.join(args.code, "models", "mar.py")):
@@ -183,6 +217,11 @@ def main():
     elif not torch.cuda.is_available():
         print(json.dumps({"skipped": "torch sees no CUDA device (use --cpu for a smoke test)"}))
         return
+    if args.autocast != "off":
+        reason = autocast_unsupported("cpu" if args.cpu else "cuda")
+        if reason:
+            print(json.dumps({"skipped": reason}))
+            return
     sys.path.insert(0, os.path.abspath(args.code))
     from models import mar as official_mar  # noqa: E402  (the fetched copy)
     from models import vae as official_vae  # noqa: E402
@@ -201,14 +240,15 @@ def main():
     load_seconds = time.perf_counter() - load_start
     parts = time_parts(model, decoder, args.cpu)
 
-    def batch_images(n, seed):
+    def batch_images(n, seed, num_iter=args.num_iter):
         torch.manual_seed(seed)
         labels = torch.arange(n, device=device) % classes
-        return decode(model.sample_tokens(n, num_iter=args.num_iter, cfg=args.cfg, labels=labels))
+        return decode(model.sample_tokens(n, num_iter=num_iter, cfg=args.cfg, labels=labels))
 
-    with torch.no_grad():
+    with torch.no_grad(), precision_context(args.autocast, device):
         if args.warmup > 0:
-            batch_images(min(args.batch, args.warmup), 0)  # warm-up: kernels, allocator
+            # warm-up: kernels, allocator (and autocast's weight casts)
+            batch_images(min(args.batch, args.warmup), 0, args.warmup_num_iter or args.num_iter)
         parts.clear()
         if not args.cpu:
             torch.cuda.synchronize()
@@ -221,7 +261,7 @@ def main():
             torch.cuda.synchronize()
         sec = time.perf_counter() - start
     print(json.dumps({"model": args.model, "batch": args.batch, "images": done, "num_iter": args.num_iter,
-                      "steps": args.steps, "cfg": args.cfg, "seconds": sec, "images_per_second": done / sec,
+                      "steps": args.steps, "cfg": args.cfg, "autocast": args.autocast, "seconds": sec, "images_per_second": done / sec,
                       "threads": torch.get_num_threads(), "load_seconds": load_seconds, "parts": parts.report(),
                       "device": torch.cuda.get_device_name(0) if not args.cpu else "cpu", "torch": torch.__version__,
                       "stand_ins": stand_ins}))

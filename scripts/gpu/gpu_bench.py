@@ -330,7 +330,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--bin", default=os.path.join(ROOT, "bin", "marspec"))
     ap.add_argument("--python", default=sys.executable)
-    ap.add_argument("--out", default=None, help="results folder (default out/gpu-bench, or out/gpu-bench-tiny)")
+    ap.add_argument("--out", default=None, help="results folder (default out/gpu-pairs, or out/gpu-pairs-tiny)")
     ap.add_argument("--packs", default=os.path.join(ROOT, "out", "packs"))
     ap.add_argument("--pairs", default="embedded,random")
     ap.add_argument("--batches", default=None, help="target-only batch sizes (default 1,8,32,128; tiny 1,4)")
@@ -345,7 +345,7 @@ def main():
     args = ap.parse_args()
     args.passed = [x for i, x in enumerate(sys.argv[1:]) if x != "--python" and (i == 0 or sys.argv[i] != "--python")]
     t = args.tiny
-    args.out = args.out or os.path.join(ROOT, "out", "gpu-bench-tiny" if t else "gpu-bench")
+    args.out = args.out or os.path.join(ROOT, "out", "gpu-pairs-tiny" if t else "gpu-pairs")
     args.batches = ints(args.batches or ("1,4" if t else "1,8,32,128"))
     args.num_iters = ints(args.num_iters or ("0,8" if t else "0,64"))
     args.gammas = ints(args.gammas or ("4,8" if t else "4,8,16,32"))

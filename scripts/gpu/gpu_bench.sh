@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
-# The GPU numbers (docs/BENCHMARKS.md, "How fast on a GPU?") in one command (docs/gpu.md says how to run it on a lent GPU).
+# The GPU numbers in one command (docs/gpu.md says how to run it on a lent GPU).
 #
-#   bash scripts/gpu/gpu_bench.sh [--device cuda:N] [--official DIR] [gpu_bench.py options]
-#   bash scripts/gpu/gpu_bench.sh --tiny          the same on the CPU at tiny sizes (a check that runs)
+#   bash scripts/gpu/gpu_bench.sh [--device cuda:N] [--official DIR] [gpu_mar.py options]
+#                              issue 40's run, at most MARSPEC_GPU_MINUTES (8) minutes from the
+#                              start of this script: random MAR-B at num_iter 64, 100 steps, cfg
+#                              2.9, batch 1, 8, 64; the official code in fp32 and under bf16
+#                              autocast; marspec fp32 and fp16 with the per-step head, the fused
+#                              head and the cache; the head's share; fp16 parity; then the energy
+#                              head with what is left (scripts/gpu/gpu_mar.py has the stages and
+#                              their budgets). Results: out/gpu-bench/results.jsonl (resumable)
+#                              and out/gpu-bench/gpu-mar.md, the section for docs/.
+#   bash scripts/gpu/gpu_bench.sh --tiny          the same on the CPU at tiny sizes (make test runs it)
 #   bash scripts/gpu/gpu_bench.sh stages [--tiny] [gpu_stages.py options]
-#                                                 the staged run in priority order instead: CUDA
-#                                                 against the CPU, the embedded pair, MAR-B's passes
+#                                                 the staged run of 2026-11-26: CUDA against the
+#                                                 CPU, the embedded pair, MAR-B's passes
+#   bash scripts/gpu/gpu_bench.sh pairs [--tiny] [gpu_bench.py options]
+#                                                 the pairs' throughput and speculative decoding
 #
 # Sets up the runtime (for cuda: ONNX Runtime's GPU build in third_party/onnxruntime-gpu, from npm
 # or from parts sent beforehand, and CUDA's libraries from the Python packages beside PyTorch),
-# builds bin/marspec when Go is there (else uses the one carried over), makes the random-weight
-# packs, then runs scripts/gpu/gpu_bench.py. Results: out/gpu-bench/results.jsonl (resumable) and
-# out/gpu-bench/gpu-bench.md, the section for docs/BENCHMARKS.md.
+# builds bin/marspec when Go is there (else uses the one carried over), then runs the driver.
 set -euo pipefail
+started=$(date +%s) # the 8 minutes count from here: the runtime's setup is part of them
 cd "$(dirname "$0")/../.."
 . scripts/gpu/python.sh
 
-driver=gpu_bench.py
-if [ "${1:-}" = stages ]; then
-  driver=gpu_stages.py
-  shift
-fi
+driver=gpu_mar.py
+case "${1:-}" in
+stages) driver=gpu_stages.py; shift ;;
+pairs) driver=gpu_bench.py; shift ;;
+esac
 
 device=cuda
 for ((i = 1; i <= $#; i++)); do
@@ -76,4 +85,7 @@ if ! { command -v go >/dev/null && go build -o bin/marspec.new ./cmd/marspec 2>/
   echo "gpu_bench: using the bin/marspec brought along ($(date -r bin/marspec))" >&2
 fi
 
+if [ "$driver" = gpu_mar.py ]; then
+  args=(--deadline $((started + ${MARSPEC_GPU_MINUTES:-8} * 60)) "${args[@]}") # a --deadline given wins
+fi
 exec "$python" "scripts/gpu/$driver" --python "$python" "${args[@]}"

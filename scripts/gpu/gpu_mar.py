@@ -1,0 +1,369 @@
+"""Issue 40's device run: random-weight MAR-B at num_iter 64, 100 diffusion steps, cfg 2.9,
+batch 1, 8 and 64, marspec against the official MAR code, in one command that stops starting
+work after 8 minutes (scripts/gpu/gpu_bench.sh runs it; docs/gpu.md says how on a lent GPU).
+
+Stages in priority order, each with a budget of seconds (a stage stops starting measurements,
+and its running one is cut, when its budget or the run's deadline is spent; what it did not
+reach is listed as not measured):
+
+  pack           make the random MAR-B pack with its official-layout checkpoint (and
+                 head_loop.onnx, transformer_cached.onnx); add fp16 graphs with
+                 scripts/packs/half_pack.py where that tool exists
+  ratio-b8       official code under bf16 autocast; marspec fp16 and fp32, fused head + cache
+  ratio-b64      the same at batch 64
+  parity         fp16 against fp32 images (same seed, fused head), against PARITY_* below
+  official-fp32  the official code in fp32 at batch 8 and 64
+  fused          marspec fp16 and fp32, fused head without the cache, batch 8 and 64
+  per-step       marspec fp16 and fp32, the head one call per diffusion step, batch 8 and 64
+  batch-1        everything above at batch 1
+  energy-head    scripts/gpu/gpu_energy_head.sh with the minutes left (at least 1)
+
+marspec's rows are `marspec bench --parts --json` (images/s of generation and decoding after
+one untimed image, and the share of the wall time spent in head calls: the head's share); the
+official code's are scripts/bench/official_mar_bench.py (after one untimed image at 4 AR steps).
+--tiny runs the same stages on the CPU at toy sizes (test_small, 8 AR steps, 5 diffusion steps,
+batches 1, 2, 4 for 1, 8, 64): the check `make test` runs (scripts/tests/gpu_mar_test.go); there
+fp16 is refused by design and bf16 autocast is probed, so both are recorded as skipped with
+their reasons.
+
+Every outcome is one line of OUT/results.jsonl keyed by what it measured; a rerun skips the
+measured ones (and tries cut, failed and skipped ones again), so a run cut off goes on where it
+stopped. OUT/gpu-mar.md, the section for docs/, is rewritten after each line.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPTS = os.path.dirname(HERE)
+ROOT = os.path.dirname(SCRIPTS)
+sys.path.insert(0, SCRIPTS)  # scripts/: imports name their folder (scripts/README.md)
+from gpu.gpu_bench import official_command  # noqa: E402
+from gpu.gpu_mar_report import write_report  # noqa: E402
+from gpu.gpu_stages import clip  # noqa: E402
+from lib.pngfile import read_png  # noqa: E402
+
+# Stated before any fp16 run: fp16 images (fused head, same seed) against fp32 must have, per
+# image, a mean |difference| of at most 2 grey levels of 255 and 99% of pixels within 8 levels.
+# The noise is drawn in Go, the same for both; only rounding differs, and a sampled token feeds
+# the next AR step, so differences may grow along the 64 steps: the worst image is reported.
+PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE = 2.0, 8, 0.99
+
+# (name, budget in seconds on an H100/H200): the order is the priority
+STAGES = [("pack", 120), ("ratio-b8", 75), ("ratio-b64", 110), ("parity", 35), ("official-fp32", 70), ("fused", 50),
+          ("per-step", 60), ("batch-1", 60), ("energy-head", 0)]  # energy-head: whatever is left
+HEADS = {"per-step": [], "fused": ["--fused-head"], "fused+cache": ["--fused-head", "--cache"]}
+PRECISIONS = ("fp16", "fp32")
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        os.makedirs(args.out, exist_ok=True)
+        self.results_path = os.path.join(args.out, "results.jsonl")
+        self.results = {}
+        if os.path.exists(self.results_path):
+            with open(self.results_path) as f:
+                for line in f:
+                    if line.strip():
+                        r = json.loads(line)
+                        self.results[r["key"]] = r  # later lines replace earlier ones
+        self.deadline = args.deadline
+        self.stage_end = self.deadline
+        self.stage = ("", 0)  # the stage running: name, budget
+        self.not_started = 0  # measurements the running stage had no time left to start
+        self.stage_log = {}
+        self.stage_budgets, self.parity_tolerance = STAGES, (PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE)  # stage -> {"budget", "seconds", "status"}
+        self.work = tempfile.mkdtemp(prefix="gpu-mar-")
+        self.fp16_reason = None  # why fp16 rows are skipped, once known
+        self.bf16_reason = None  # why the official bf16 rows are skipped, once known
+        self.marspec_reason = None  # why no marspec row can run (the preflight's failure), once known
+
+    # ---- bookkeeping ----
+
+    def left(self):
+        return min(self.stage_end, self.deadline) - time.time()
+
+    def keep(self, key, rec):
+        rec = {"key": key, **rec}
+        self.results[key] = rec
+        with open(self.results_path, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        self.report()
+        return rec
+
+    def measured(self, key):
+        return "stats" in self.results.get(key, {})
+
+    def measure(self, key, fn, need=10):
+        """Runs fn for key unless measured; a skip, a cut or a failure is recorded, not fatal."""
+        if self.measured(key):
+            return self.results[key]
+        if self.left() < need:
+            self.not_started += 1  # reported as not measured: the stage's budget is spent
+            return None
+        print(f"gpu_mar: {key}", file=sys.stderr, flush=True)
+        try:
+            return self.keep(key, fn())
+        except subprocess.TimeoutExpired:
+            name, budget = self.stage
+            return self.keep(key, {"cut": f"cut at the end of stage {name}'s {budget or 'remaining'} s or the run's deadline"})
+        except Skip as s:
+            return self.keep(key, {"skipped": str(s)})
+        except Exception as e:  # noqa: BLE001: one failed measurement must not lose the others
+            traceback.print_exc()
+            return self.keep(key, {"error": str(e)[-800:]})
+
+    def command(self, cmd, env=None):
+        """Runs cmd until the stage's time is up; its whole process group is ended then (a
+        script's children too, which would otherwise hold the output pipes open)."""
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                             env=dict(os.environ, **(env or {})), start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=max(self.left(), 1))
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise
+        if p.returncode != 0:
+            raise RuntimeError(f"{os.path.basename(cmd[0])} {' '.join(cmd[1:3])} failed ({p.returncode}): {clip(err, 600)}")
+        return out
+
+    def marspec(self, argv, env=None):
+        a = self.args
+        cmd = [a.bin, *argv, "--device", a.device]
+        if a.threads:
+            cmd += ["--threads", str(a.threads)]
+        return self.command(cmd, env)
+
+    # ---- the measurements ----
+
+    def marspec_row(self, precision, head, batch):
+        def fn():
+            self.need_marspec(precision)
+            a = self.args
+            argv = ["bench", "--parts", "--json", "--target", a.pack, "--images", str(batch), "--batch", str(batch),
+                    "--num-iter", str(a.num_iter), "--steps", str(a.steps), "--cfg", str(a.cfg), "--rounds", "1",
+                    "--precision", precision, *HEADS[head]]
+            return {"argv": argv, "stats": json.loads(self.marspec(argv).strip().splitlines()[-1])}
+        return self.measure(f"marspec/{precision}/{head}/b{batch}", fn)
+
+    def official_row(self, kind, batch):
+        def fn():
+            a = self.args
+            if not a.official:
+                raise Skip("no copy of the official MAR code (--official DIR, or out/official-mar: docs/gpu.md)")
+            if kind == "bf16" and self.bf16_reason:
+                raise Skip(self.bf16_reason)
+            cmd = official_command(a.python, a.official, a.model, a.vae, a.pack, batch, batch, a.num_iter, a.steps, a.device)
+            cmd += ["--cfg", str(a.cfg), "--warmup", "1", "--warmup-num-iter", "4", "--autocast", "bf16" if kind == "bf16" else "off"]
+            if a.threads:
+                cmd += ["--threads", str(a.threads)]
+            out = self.command(cmd, {"PYTHONWARNINGS": "ignore"}).strip().splitlines()
+            stats = json.loads(out[-1]) if out and out[-1].startswith("{") else {"skipped": "no JSON line from official_mar_bench.py"}
+            if "skipped" in stats:
+                if kind == "bf16":
+                    self.bf16_reason = stats["skipped"]
+                raise Skip(stats["skipped"])
+            return {"argv": cmd[2:], "stats": stats}
+        return self.measure(f"official/{kind}/b{batch}", fn, need=20)
+
+    def need_marspec(self, precision):
+        if self.marspec_reason:
+            raise Skip(self.marspec_reason)
+        if precision == "fp16" and self.fp16_reason:
+            raise Skip(self.fp16_reason)
+
+    def preflight(self):
+        """One small image of the embedded target on the device first: a runtime that cannot
+        start there costs seconds, and its words stand in every marspec row (the official
+        rows still run)."""
+        try:
+            self.marspec(["generate", "--model", "target", "--class", "0", "--n", "1", "--num-iter", "4", "--steps", "5",
+                          "--json", "--quiet", "--grid", "none", "--out", os.path.join(self.work, "preflight")])
+        except Exception as e:  # noqa: BLE001
+            self.marspec_reason = "marspec cannot run on the device: " + " ".join(str(e).split())[:300]
+            self.keep("preflight", {"error": str(e)[-800:]})
+
+    # ---- stages ----
+
+    def stage_pack(self):
+        a = self.args
+        done = a.pack + ".done"
+        making = a.pack + ".making"  # left by a call that started making the pack early (docs/gpu.md)
+        while os.path.exists(making) and not os.path.exists(done) and self.left() > 5:
+            time.sleep(2)
+
+        def make():
+            if os.path.exists(os.path.join(a.pack, "manifest.json")) and os.path.exists(done):
+                return {"stats": {"seconds": 0, "note": "made before"}}
+            start = time.time()
+            self.command([a.python, os.path.join(SCRIPTS, "packs", "make_random_packs.py"), "--models", a.model,
+                          "--vae", a.vae, "--out", a.packs, "--checkpoint", "--force"], {"PYTHONWARNINGS": "ignore"})
+            open(done, "w").close()
+            return {"stats": {"seconds": round(time.time() - start, 1)}}
+        rec = self.measure("pack/fp32", make)
+        if not rec or "stats" not in rec:
+            sys.exit(f"gpu_mar: no {a.model} pack: {rec}")
+
+        def half():
+            tool = os.path.join(SCRIPTS, "packs", "half_pack.py")
+            if not os.path.exists(tool):
+                raise Skip("scripts/packs/half_pack.py is not on this branch")
+            start = time.time()
+            self.command([a.python, tool, a.pack], {"PYTHONWARNINGS": "ignore"})
+            stats = {"seconds": round(time.time() - start, 1)}
+            if a.device == "cpu":
+                # the pack has the graphs (the tool ran), but marspec refuses fp16 off CUDA
+                return {"stats": stats, "note": "fp16 graphs added; fp16 runs are refused on the CPU by design"}
+            return {"stats": stats}
+        rec = self.measure("pack/fp16", half)
+        if a.device == "cpu":
+            self.fp16_reason = "fp16 is refused on the CPU by design (CUDA only)" + (
+                "" if rec and "stats" in rec else f"; and {(rec or {}).get('skipped') or (rec or {}).get('error') or 'no fp16 pack'}")
+        elif not rec or "stats" not in rec:
+            self.fp16_reason = (rec or {}).get("skipped") or "no fp16 graphs: " + ((rec or {}).get("error") or "half_pack.py was not reached")
+
+    def ratio_rows(self, batch):
+        self.official_row("bf16", batch)
+        for precision in PRECISIONS:
+            self.marspec_row(precision, "fused+cache", batch)
+
+    def stage_parity(self):
+        a = self.args
+        b = a.batches[1]
+
+        def images(precision, env):
+            self.need_marspec(precision)
+            out = os.path.join(self.work, f"parity-{precision}-{env['MARSPEC_HEAD_LOOP']}")
+            self.marspec(["generate", "--model", a.pack, "--class", ",".join(str(c) for c in range(b)), "--n", "1", "--batch",
+                          str(b), "--num-iter", str(a.num_iter), "--steps", str(a.steps), "--cfg", str(a.cfg), "--seed", "5",
+                          "--precision", precision, "--json", "--quiet", "--grid", "none", "--out", out], env)
+            return out
+
+        def fp16():
+            self.need_marspec("fp16")
+            return {"stats": compare_folders(images("fp32", {"MARSPEC_HEAD_LOOP": "on"}), images("fp16", {"MARSPEC_HEAD_LOOP": "on"}))}
+        self.measure("parity/fp16-vs-fp32", fp16)
+        if a.tiny:
+            # the comparison itself, where fp16 cannot run: two head paths that must agree
+            self.measure("parity/check-fused-vs-per-step", lambda: {"stats": compare_folders(
+                images("fp32", {"MARSPEC_HEAD_LOOP": "on"}), images("fp32", {"MARSPEC_HEAD_LOOP": "off"}))})
+
+    def stage_energy(self):
+        a = self.args
+
+        def fn():
+            if a.tiny:
+                raise Skip("the tiny form does not train (its own CPU check: docs/models.md, gpu_energy_head.sh's header)")
+            data = os.environ.get("MARSPEC_FMNIST", "/usr/share/datasets/fashion-mnist")
+            if not os.path.exists(os.path.join(data, "train-images-idx3-ubyte.gz")):
+                raise Skip(f"no Fashion-MNIST in {data}: carry a copy and set MARSPEC_FMNIST (docs/gpu.md)")
+            # a minute kept for its start (torch, the data, held-out contexts) and its last save
+            minutes = (self.left() - 60) / 60
+            if minutes < 1:
+                raise Skip(f"{self.left():.0f} s left, under the 120 s it needs")
+            out = os.path.join(a.out, "energy-head")
+            log = self.command(["bash", os.path.join(HERE, "gpu_energy_head.sh"), out, f"{minutes:.1f}", a.device])
+            return {"stats": {"minutes": round(minutes, 1), "log": log[-1500:]}}
+        self.measure("energy-head", fn, need=0)
+
+    def run(self):
+        b1, b8, b64 = self.args.batches
+        stages = {
+            "pack": self.stage_pack,
+            "ratio-b8": lambda: self.ratio_rows(b8),
+            "ratio-b64": lambda: self.ratio_rows(b64),
+            "parity": self.stage_parity,
+            "official-fp32": lambda: [self.official_row("fp32", b) for b in (b8, b64)],
+            "fused": lambda: [self.marspec_row(p, "fused", b) for b in (b8, b64) for p in PRECISIONS],
+            "per-step": lambda: [self.marspec_row(p, "per-step", b) for b in (b8, b64) for p in PRECISIONS],
+            "batch-1": lambda: [self.ratio_rows(b1), *(self.marspec_row(p, h, b1) for h in ("fused", "per-step") for p in PRECISIONS),
+                                self.official_row("fp32", b1)],
+            "energy-head": self.stage_energy,
+        }
+        if self.args.device != "cpu":
+            self.stage_end = time.time() + 60
+            self.preflight()
+        for name, budget in STAGES:
+            start = time.time()
+            self.stage, self.not_started = (name, budget), 0
+            self.stage_end = start + budget if budget else self.deadline
+            if self.deadline - start < 10:
+                self.stage_log[name] = {"budget": budget, "seconds": 0, "status": "not started: the run's deadline was spent"}
+                continue
+            stages[name]()
+            spent = time.time() - start
+            status = "done"
+            if self.not_started:
+                out_of = "the run's deadline" if self.deadline <= self.stage_end else "its budget"
+                status = f"{self.not_started} not started: {out_of} was spent"
+            self.stage_log[name] = {"budget": budget, "seconds": round(spent, 1), "status": status}
+            self.report()
+        self.stage_end = self.deadline
+        self.report()
+
+    def report(self):
+        write_report(self)
+
+
+class Skip(Exception):
+    """A measurement that cannot run here, with the reason the report gives."""
+
+
+def compare_folders(a, b):
+    """Per-image pixel differences of two folders of the same PNG names, against PARITY_*."""
+    names = sorted(n for n in os.listdir(a) if n.endswith(".png"))
+    if not names or names != sorted(n for n in os.listdir(b) if n.endswith(".png")):
+        raise RuntimeError(f"image names differ: {names} / {sorted(os.listdir(b))}")
+    worst_mean, worst_max, worst_share, within = 0.0, 0, 1.0, 0
+    for n in names:
+        d = np.abs(read_png(os.path.join(a, n)).astype(np.int16) - read_png(os.path.join(b, n)).astype(np.int16))
+        mean, share = float(d.mean()), float((d <= PARITY_PIXEL_LEVELS).mean())
+        within += mean <= PARITY_MEAN_LEVELS and share >= PARITY_SHARE
+        worst_mean, worst_max, worst_share = max(worst_mean, mean), max(worst_max, int(d.max())), min(worst_share, share)
+    return {"images": len(names), "within": within, "worst_mean": worst_mean, "worst_max": worst_max, "worst_share": worst_share}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tiny", action="store_true", help="toy sizes on the CPU: the check make test runs")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "bin", "marspec"))
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--out", default=None, help="results folder (default out/gpu-bench, or out/gpu-bench-tiny)")
+    ap.add_argument("--packs", default=os.path.join(ROOT, "out", "packs"))
+    ap.add_argument("--official", default=None, help="folder of the official MAR code (default out/official-mar where it is)")
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads of CPU runs (0 = the runtime's default)")
+    ap.add_argument("--deadline", type=float, default=0, help="Unix time after which nothing starts (default: 8 minutes from now)")
+    args = ap.parse_args()
+    args.passed = [x for i, x in enumerate(sys.argv[1:]) if x != "--python" and (i == 0 or sys.argv[i] != "--python")]
+    args.deadline = args.deadline or time.time() + 480
+    t = args.tiny
+    args.out = args.out or os.path.join(ROOT, "out", "gpu-bench-tiny" if t else "gpu-bench")
+    args.model, args.vae = ("test_small", "test_tiny") if t else ("mar_base", "kl16")
+    args.packs = os.path.abspath(args.packs)
+    args.pack = os.path.join(args.packs, args.model.replace("_", "-"))
+    args.batches = [1, 2, 4] if t else [1, 8, 64]
+    args.num_iter, args.steps, args.cfg = (8, 5, 2.9) if t else (64, 100, 2.9)
+    if args.official is None:
+        default = os.path.join(ROOT, "out", "official-mar")
+        args.official = default if os.path.isfile(os.path.join(default, "models", "mar.py")) else ""
+    args.official = os.path.abspath(args.official) if args.official else ""
+    if not os.path.exists(args.bin):
+        sys.exit(f"gpu_mar: {args.bin} not found: build it with `go build -o bin/marspec ./cmd/marspec` (scripts/gpu/gpu_bench.sh does)")
+    run = Run(args)
+    run.run()
+    print(f"gpu_mar: {len(run.results)} results in {run.results_path}; report {os.path.join(args.out, 'gpu-mar.md')}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""OUT/gpu-mar.md of scripts/gpu/gpu_mar.py: the section for docs/ (the card's name, images/s
+per side, precision, head path and batch, the head's share, the ratios issue 40 aims at, fp16
+parity, and each stage's budget and use). Rewritten after every result, so a run cut off still
+leaves a readable section."""
+import datetime
+import os
+import subprocess
+
+from gpu.gpu_bench import device_name
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# issue 40's aims, printed beside the measured values
+AIM_RATIO = {8: 3.0, 64: 2.0}
+AIM_HEAD_SHARE = 0.40
+
+
+def cell(rec, value, notes=None):
+    """A table cell for one result: value(stats), or why there is none (a long reason becomes a
+    numbered note in notes, listed under the table, so a row stays readable)."""
+    if not rec:
+        return "not measured"
+    if "stats" in rec:
+        return value(rec["stats"])
+    for kind, label in (("skipped", "skipped"), ("cut", "cut"), ("error", "failed")):
+        if kind in rec:
+            reason = " ".join(str(rec[kind]).split())[:300].replace("|", "/")
+            if notes is None:
+                return f"{label}: {reason}"
+            if reason not in notes:
+                notes.append(reason)
+            return f"{label} [{notes.index(reason) + 1}]"
+    return "?"
+
+
+def ips(rec):
+    return rec["stats"].get("images_per_second") if rec and "stats" in rec else None
+
+
+def head_share(rec):
+    return rec["stats"]["head_step"]["share"] if rec and "stats" in rec and "head_step" in rec["stats"] else None
+
+
+def card_name(run):
+    """nvidia-smi's name of the card (or the CPU's), and torch's where an official row ran."""
+    name = device_name(run.args.device)
+    torch_names = {r["stats"]["device"] for k, r in run.results.items() if k.startswith("official/") and "stats" in r}
+    torch_names.discard("cpu")
+    if torch_names:
+        name += f" (torch.cuda.get_device_name: {', '.join(sorted(torch_names))})"
+    return name
+
+
+def write_report(run):
+    a, res = run.args, run.results
+    b1, b8, b64 = a.batches
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    torch_versions = sorted({r["stats"]["torch"] for k, r in res.items() if k.startswith("official/") and "stats" in r})
+    shown = [x for i, x in enumerate(a.passed) if x != "--deadline" and (i == 0 or a.passed[i - 1] != "--deadline")]
+    L = [f"### {'MAR-B' if not a.tiny else a.model} on {card_name(run)}: marspec against the official MAR code", "",
+         f"`bash scripts/gpu/gpu_bench.sh {' '.join(shown)}` at commit {commit or '?'}, device `{a.device}`, "
+         f"{datetime.date.today().isoformat()}"
+         + (f", torch {', '.join(torch_versions)}" if torch_versions else "") + ". "
+         f"Random-weight {a.model} (`make_random_packs.py`: the compute per pass is the model's, the images are not), "
+         f"num_iter {a.num_iter}, {a.steps} diffusion steps, cfg {a.cfg:g} (linear schedule). Images/s of one batch "
+         "(generation and decoding) after one untimed image, each row one process: marspec `bench --parts --json`, the "
+         "official code `scripts/bench/official_mar_bench.py` (its warm-up image at 4 AR steps). Head share: the wall "
+         "time inside head calls (the fused graph's calls for the fused head).", ""]
+    if a.tiny:
+        L += [f"**Tiny sizes on the {'CPU' if a.device == 'cpu' else a.device}** (`--tiny`): batches {b1}, {b8}, {b64} stand for 1, 8, 64; a check that every "
+              "stage runs, not a GPU number.", ""]
+    L += [f"| side | precision | head | batch {b1} | batch {b8} | batch {b64} | head share ({b1} / {b8} / {b64}) |",
+          "|---|---|---|---|---|---|---|"]
+    f3 = lambda st: f"{st['images_per_second']:.3g}"
+    notes = []
+    for kind, label in (("fp32", "fp32"), ("bf16", "bf16 autocast")):
+        recs = [res.get(f"official/{kind}/b{b}") for b in a.batches]
+        L.append(f"| official | {label} | PyTorch loop | " + " | ".join(cell(r, f3, notes) for r in recs) + " | |")
+    for precision in ("fp32", "fp16"):
+        for head in ("per-step", "fused", "fused+cache"):
+            recs = [res.get(f"marspec/{precision}/{head}/b{b}") for b in a.batches]
+            shares = " / ".join(f"{100 * head_share(r):.1f}%" if head_share(r) is not None else "-" for r in recs)
+            L.append(f"| marspec | {precision} | {head} | " + " | ".join(cell(r, f3, notes) for r in recs) + f" | {shares} |")
+    L += [""] + [f"- [{i + 1}] {n}" for i, n in enumerate(notes)] + ([""] if notes else [])
+    L += ratio_lines(run) + [""] + parity_lines(run) + [""] + stage_lines(run) + [""]
+    with open(os.path.join(a.out, "gpu-mar.md"), "w") as f:
+        f.write("\n".join(L))
+
+
+def best_marspec(res, batch):
+    """The fastest measured marspec row at batch: (images/s, key) or (None, None)."""
+    rows = [(ips(r), k) for k, r in res.items() if k.startswith("marspec/") and k.endswith(f"/b{batch}") and ips(r)]
+    return max(rows) if rows else (None, None)
+
+
+def ratio_lines(run):
+    a, res = run.args, run.results
+    L = ["Ratios (issue 40's aims in brackets):", ""]
+    for b, full in zip(a.batches[1:], (8, 64)):
+        base = ips(res.get(f"official/bf16/b{b}"))
+        best, key = best_marspec(res, b)
+        fp32 = ips(res.get(f"marspec/fp32/fused+cache/b{b}"))
+        if base and best:
+            line = (f"- batch {b}: marspec's fastest row ({key.split('/', 1)[1].rsplit('/', 1)[0]}) against the official "
+                    f"code under bf16 autocast: **{best / base:.2f}x** (aim {AIM_RATIO[full]:g}x)")
+            if fp32:
+                line += f"; fp32, fused head + cache: {fp32 / base:.2f}x"
+            share = head_share(res.get(key))
+            if share is not None:
+                line += f"; head share of that row {100 * share:.1f}% (aim under {100 * AIM_HEAD_SHARE:.0f}%)"
+        else:
+            why = cell(res.get(f"official/bf16/b{b}"), lambda st: "") if not base else "no marspec row measured"
+            line = f"- batch {b}: no ratio ({why or 'not measured'})"
+        L.append(line)
+        off32 = ips(res.get(f"official/fp32/b{b}"))
+        if off32 and best:
+            L.append(f"- batch {b}: marspec's fastest row against the official code in fp32: {best / off32:.2f}x")
+    step = head_share(res.get(f"marspec/fp32/per-step/b{a.batches[1]}"))
+    if step is not None:
+        L.append(f"- head share with the per-step head (fp32, batch {a.batches[1]}): {100 * step:.1f}%")
+    return L
+
+
+def parity_lines(run):
+    PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE = run.parity_tolerance
+    res = run.results
+    L = [f"fp16 against fp32 images (fused head, seed 5, batch {run.args.batches[1]}); tolerance stated before the run: per "
+         f"image a mean |difference| of at most {PARITY_MEAN_LEVELS:g} grey levels of 255 and {PARITY_SHARE:.0%} of pixels "
+         f"within {PARITY_PIXEL_LEVELS} levels:", ""]
+    keys = ["parity/fp16-vs-fp32"] + (["parity/check-fused-vs-per-step"] if run.args.tiny else [])
+    for k in keys:
+        label = "fp16 vs fp32" if k.endswith("fp32") else "check of the comparison: fp32 fused vs per-step head"
+        L.append(f"- {label}: " + cell(res.get(k), lambda st: (
+            f"{st['within']} of {st['images']} images within tolerance; worst mean |difference| {st['worst_mean']:.3f} "
+            f"levels, largest {st['worst_max']} levels, worst share within {PARITY_PIXEL_LEVELS} levels {st['worst_share']:.4f}")))
+    return L
+
+
+def stage_lines(run):
+    L = ["| stage | budget (s) | used (s) | status |", "|---|---|---|---|"]
+    for name, budget in run.stage_budgets:
+        s = run.stage_log.get(name)
+        b = str(budget) if budget else "what is left"
+        L.append(f"| {name} | {b} | {s['seconds'] if s else ''} | {s['status'] if s else 'not reached yet'} |")
+    e = run.results.get("energy-head")
+    L += ["", "Energy head (`scripts/gpu/gpu_energy_head.sh`): " + cell(e, lambda st: f"ran {st['minutes']} min, in "
+                                                                        f"{os.path.join(run.args.out, 'energy-head')}")]
+    return L

@@ -1,0 +1,172 @@
+package tests
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// marRecord is one line of gpu_mar.py's results.jsonl: measured (stats) or not, and why.
+type marRecord struct {
+	Key     string          `json:"key"`
+	Stats   json.RawMessage `json:"stats"`
+	Skipped string          `json:"skipped"`
+	Cut     string          `json:"cut"`
+	Error   string          `json:"error"`
+}
+
+// The stages of issue 40's device script, in its order; a stage that disappears from the
+// script (or is renamed) fails TestGPUMarTiny.
+var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "official-fp32", "fused", "per-step", "batch-1", "energy-head"}
+
+// Issue 40's device script (scripts/gpu/gpu_mar.py, the default of gpu_bench.sh) at tiny sizes
+// on the CPU: every stage must run and every row of its matrix (official fp32 and bf16
+// autocast; marspec fp32 and fp16 with the per-step head, the fused head and the cache, at the
+// three batches; fp16 parity; the energy head) must be in results.jsonl, measured with numbers
+// that parse or skipped with its reason: fp16 is refused on the CPU, and torch 1.13 cannot
+// autocast MAR to bfloat16 there. A rerun measures nothing again, and the report has the rows.
+// The official code's rows run where MARSPEC_OFFICIAL_MAR names a copy of it (docs/gpu.md; about
+// 30 s more on two cores), else they must say it is missing.
+func TestGPUMarTiny(t *testing.T) {
+	needTorch(t)
+	lib := ortLib(t)
+	dir := t.TempDir()
+	bin := buildMarspec(t)
+	out := filepath.Join(dir, "mar")
+	official := os.Getenv("MARSPEC_OFFICIAL_MAR")
+	if official != "" {
+		official, _ = filepath.Abs(official)
+	}
+	run := func() string {
+		return runTinyDriver(t, lib, tool("gpu", "gpu_mar.py"), "--bin", bin, "--out", out, "--packs", filepath.Join(dir, "packs"),
+			"--official", official)
+	}
+	run()
+	recs := readMarRecords(t, filepath.Join(out, "results.jsonl"))
+
+	_, halfErr := os.Stat(tool("packs", "half_pack.py"))
+	if r := recs["pack/fp32"]; r.Stats == nil {
+		t.Fatalf("no pack: %+v", r)
+	}
+	if r := recs["pack/fp16"]; halfErr == nil && r.Stats == nil {
+		t.Errorf("half_pack.py exists but did not run: %+v", r)
+	} else if halfErr != nil && !strings.Contains(r.Skipped, "half_pack.py is not on this branch") {
+		t.Errorf("pack/fp16 without half_pack.py: %+v", r)
+	}
+	for _, b := range []int{1, 2, 4} {
+		for _, kind := range []string{"fp32", "bf16"} {
+			// measured where the official code is in out/official-mar (fetched by hand), else skipped
+			key := fmt.Sprintf("official/%s/b%d", kind, b)
+			if r, ok := recs[key]; !ok || (r.Stats == nil && r.Skipped == "") || (official == "" && !strings.Contains(r.Skipped, "no copy of the official")) {
+				t.Errorf("%s: %+v", key, r)
+			} else if r.Stats != nil {
+				checkIPS(t, key, r.Stats, false)
+			}
+		}
+		for _, head := range []string{"per-step", "fused", "fused+cache"} {
+			key := fmt.Sprintf("marspec/fp32/%s/b%d", head, b)
+			if r := recs[key]; r.Stats == nil {
+				t.Errorf("%s not measured: %+v", key, r)
+			} else {
+				checkIPS(t, key, r.Stats, true)
+			}
+			key = fmt.Sprintf("marspec/fp16/%s/b%d", head, b)
+			if r := recs[key]; !strings.Contains(r.Skipped, "refused on the CPU") {
+				t.Errorf("%s: want skipped as refused on the CPU, got %+v", key, r)
+			}
+		}
+	}
+	if r := recs["parity/fp16-vs-fp32"]; !strings.Contains(r.Skipped, "refused on the CPU") {
+		t.Errorf("fp16 parity: %+v", r)
+	}
+	var check struct{ Images, Within int }
+	if r := recs["parity/check-fused-vs-per-step"]; r.Stats == nil || json.Unmarshal(r.Stats, &check) != nil || check.Images != 2 || check.Within != 2 {
+		t.Errorf("the parity comparison on two head paths that agree: %+v (%s)", check, r.Stats)
+	}
+	if r := recs["energy-head"]; r.Skipped == "" {
+		t.Errorf("energy head: %+v", r)
+	}
+
+	md, err := os.ReadFile(filepath.Join(out, "gpu-mar.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := string(md)
+	stageRows := map[string]string{}
+	for _, line := range strings.Split(report, "\n") {
+		if f := strings.Split(line, " | "); len(f) == 4 && strings.HasPrefix(line, "| ") {
+			stageRows[strings.TrimPrefix(f[0], "| ")] = line
+		}
+	}
+	for _, s := range marStages {
+		if !strings.HasSuffix(stageRows[s], "| done |") {
+			t.Errorf("stage %s not done in the report: %q", s, stageRows[s])
+		}
+	}
+	for _, w := range []string{"| official | fp32 |", "| official | bf16 autocast |", "| marspec | fp32 | fused+cache | ",
+		"| marspec | fp16 | per-step | skipped [", "Tiny sizes on the CPU", "fp16 against fp32", "head share", "| done |"} {
+		if !strings.Contains(report, w) {
+			t.Errorf("report lacks %q:\n%s", w, report)
+		}
+	}
+	if strings.Contains(report, "not measured") || strings.Contains(report, "not reached yet") || strings.Contains(report, "failed") {
+		t.Errorf("report has rows left out:\n%s", report)
+	}
+
+	if log := run(); strings.Contains(log, "gpu_mar: marspec/fp32/") || strings.Contains(log, "gpu_mar: pack/fp32") {
+		t.Errorf("the rerun measured again instead of reusing results.jsonl:\n%s", log)
+	}
+}
+
+// checkIPS checks a measured row's images/s and, for marspec, its head share and head path.
+func checkIPS(t *testing.T, key string, raw json.RawMessage, marspec bool) {
+	t.Helper()
+	var s struct {
+		IPS      float64 `json:"images_per_second"`
+		HeadPath string  `json:"head_path"`
+		Head     struct {
+			Calls int     `json:"calls"`
+			Share float64 `json:"share"`
+		} `json:"head_step"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil || s.IPS <= 0 {
+		t.Errorf("%s: images/s %v (%v): %s", key, s.IPS, err, raw)
+		return
+	}
+	if !marspec {
+		return
+	}
+	want := "fused"
+	if strings.Contains(key, "/per-step/") {
+		want = "per-step"
+	}
+	if s.HeadPath != want || s.Head.Calls == 0 || s.Head.Share <= 0 || s.Head.Share > 1 {
+		t.Errorf("%s: head path %q (want %q), head calls %d, share %v", key, s.HeadPath, want, s.Head.Calls, s.Head.Share)
+	}
+}
+
+// readMarRecords maps each key of results.jsonl to its last line (a rerun appends the rows it
+// tried again).
+func readMarRecords(t *testing.T, path string) map[string]marRecord {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]marRecord{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var r marRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out[r.Key] = r
+	}
+	return out
+}
