@@ -85,11 +85,18 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 	onnxTr, onnxHead, tok := mar.Unmemoized(m.Transformer), m.Head, m.Tokenizer
 	var loop mar.LoopRunner
 	if pf.FusedHead {
-		lh, ok := onnxHead.(interface{ FusedLoop() mar.LoopRunner })
-		if !ok || lh.FusedLoop() == nil {
+		lh, ok := onnxHead.(interface {
+			FusedLoop() (mar.LoopRunner, error)
+		})
+		if ok {
+			var err error
+			if loop, err = lh.FusedLoop(); err != nil {
+				return PartsReport{}, err
+			}
+		}
+		if loop == nil {
 			return PartsReport{}, fmt.Errorf("--fused-head: pack %s has no head_loop graph (scripts/packs/fuse_head.py adds one)", m.Manifest.Name)
 		}
-		loop = lh.FusedLoop()
 	}
 	defer func(tr mar.Transformer) { m.Transformer, m.Head, m.Tokenizer = tr, onnxHead, tok }(m.Transformer)
 	if m.Cached != nil {

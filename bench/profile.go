@@ -84,14 +84,22 @@ type pathProfile struct {
 // interleaved, and writes the shares of transformer, head, ONNX Runtime fixed cost and Go to w.
 func Profile(out io.Writer, m *mar.Model, pf ProfileSettings, steps int, threads int) error {
 	// the pack's fused graph, whether or not sampling on this device takes it
-	lh, ok := m.Head.(interface{ FusedLoop() mar.LoopRunner })
-	if !ok || lh.FusedLoop() == nil {
+	var loop mar.LoopRunner
+	if lh, ok := m.Head.(interface {
+		FusedLoop() (mar.LoopRunner, error)
+	}); ok {
+		var err error
+		if loop, err = lh.FusedLoop(); err != nil {
+			return err
+		}
+	}
+	if loop == nil {
 		return fmt.Errorf("pack %s has no head_loop graph (scripts/packs/fuse_head.py adds one): nothing to compare", m.Manifest.Name)
 	}
 	if pf.Images < 1 || pf.Rounds < 1 {
 		return fmt.Errorf("--images and --rounds must be at least 1")
 	}
-	onnxTr, onnxHead, loop := mar.Unmemoized(m.Transformer), m.Head, lh.FusedLoop()
+	onnxTr, onnxHead := mar.Unmemoized(m.Transformer), m.Head
 	defer func(tr mar.Transformer) { m.Transformer, m.Head = tr, onnxHead }(m.Transformer)
 	opt := mar.Options{Seed: 1, CFG: pf.CFG, NumIter: pf.NumIter, Steps: steps, Batch: pf.Batch}
 	if err := m.Validate(&opt); err != nil {

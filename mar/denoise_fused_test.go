@@ -73,8 +73,15 @@ func denoiseRows(z, zu []float32, n, width, steps, dim int, guided bool, seed ui
 func TestFusedMatchesPerStep(t *testing.T) {
 	for _, pack := range []string{"../models/target", "../models/draft"} {
 		m := openPack(t, pack)
-		m.Head.(*ONNXHead).useLoop = true // the CPU default is the per-step path
-		if m.Head.(*ONNXHead).HeadLoop() == nil {
+		h := m.Head.(*ONNXHead)
+		if h.loop != nil {
+			t.Fatalf("%s: the fused graph was opened on the CPU, which samples without it", pack)
+		}
+		if loop, err := h.FusedLoop(); err != nil || loop == nil {
+			t.Fatalf("%s: the fused graph did not open on first use: %v", pack, err)
+		}
+		h.useLoop = true // the CPU default is the per-step path
+		if h.HeadLoop() == nil {
 			t.Fatalf("%s: the pack has no head_loop graph", pack)
 		}
 		const n = 6

@@ -50,11 +50,16 @@ type LoopOutputs struct {
 
 // NewHeadLoop opens head_loop.onnx and checks it against the pack.
 func NewHeadLoop(data []byte, m *Manifest, opt onnxrt.SessionOptions, source string) (*HeadLoop, error) {
+	return newHeadLoop(data, "", m, opt, source)
+}
+
+// newHeadLoop opens the graph from file when it is set.
+func newHeadLoop(data []byte, file string, m *Manifest, opt onnxrt.SessionOptions, source string) (*HeadLoop, error) {
 	D, W := int64(m.TokenDim), int64(m.Width)
 	f64 := func(name string, shape ...int64) onnxrt.IOSpec {
 		return onnxrt.IOSpec{Name: name, Float64: true, Shape: shape}
 	}
-	g, err := onnxrt.NewGraph(data, source, opt,
+	g, err := openGraph(data, file, source, opt,
 		[]onnxrt.IOSpec{f64("x_T", -1, D), f64("noise", -2, -1, D), {Name: "z", Shape: []int64{-3, -1, W}},
 			f64("cfg", -1, 1), {Name: "t", Shape: []int64{-2}}, f64("coef", -2, numCoefs), f64("clip", 2)},
 		[]onnxrt.IOSpec{f64("x0", -1, D), f64("last_mean", -1, D), f64("half_log_var", -2, -1, D)})
@@ -92,19 +97,29 @@ type LoopHead interface {
 
 // HeadLoop is the fused graph when sampling should use it, or nil.
 func (h *ONNXHead) HeadLoop() LoopRunner {
-	if !h.useLoop {
-		return nil
-	}
-	return h.FusedLoop()
-}
-
-// FusedLoop is the pack's fused graph whether or not sampling uses it (bench --profile
-// compares both paths), or nil.
-func (h *ONNXHead) FusedLoop() LoopRunner {
-	if h.loop == nil {
+	if !h.useLoop || h.loop == nil {
 		return nil // not a typed nil, which callers would take for a graph
 	}
 	return h.loop
+}
+
+// FusedLoop is the pack's fused graph whether or not sampling uses it (bench --profile and
+// --parts --fused-head time it), or nil when the pack has none. Where sampling does not use
+// it (the CPU) it is opened here, on first use: a MAR-B head's weights are 143 MB, which a
+// session would hold, and read, for nothing.
+func (h *ONNXHead) FusedLoop() (LoopRunner, error) {
+	h.loopOnce.Do(func() {
+		if h.loop == nil && h.openLoop != nil {
+			h.loop, h.loopErr = h.openLoop()
+		}
+	})
+	if h.loopErr != nil {
+		return nil, h.loopErr
+	}
+	if h.loop == nil {
+		return nil, nil
+	}
+	return h.loop, nil
 }
 
 // headLoopWanted decides whether sampling uses a pack's fused reverse diffusion. Measured on

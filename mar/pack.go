@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"marspec/onnxrt"
 )
@@ -79,8 +80,11 @@ type Pack struct {
 	// (ServesFromCache), or when TransformerFile is set
 	Transformer []byte
 	Head        []byte
-	HeadLoop    []byte // nil when the manifest names none
-	Decoder     []byte // the vae_decoder tokenizer's graph; nil for fixed tokenizers
+	HeadLoop    []byte // nil when the manifest names none, or when HeadLoopFile is set
+	// HeadLoopFile is head_loop.onnx's path in a pack on disk (opened by path, and only where
+	// sampling uses it or FusedLoop asks)
+	HeadLoopFile string
+	Decoder      []byte // the vae_decoder tokenizer's graph; nil for fixed tokenizers
 	// ExitDraft and ExitRest are the early-exit graphs; nil when the manifest names none
 	ExitDraft, ExitRest []byte
 	// Distilled is the distilled_head graph; nil when the manifest names none
@@ -286,7 +290,9 @@ func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 		}
 	}
 	if files.headLoop != "" {
-		p.HeadLoop, p.headLoopErr = read(files.headLoop)
+		if p.HeadLoopFile, p.headLoopErr = byPath(files.headLoop); p.HeadLoopFile == "" && p.headLoopErr == nil {
+			p.HeadLoop, p.headLoopErr = read(files.headLoop)
+		}
 	}
 	if m.Tokenizer.Kind == TokenizerVAEDecoder {
 		if p.DecoderFile, err = byPath(m.Tokenizer.Graph); err != nil {
@@ -374,34 +380,45 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 	}
-	tr, cached, err := p.openTransformer(opt)
-	if err != nil {
+	// The transformer, the head and the decoder open side by side: opening a graph is mostly
+	// copying its weights into fresh memory (read, initialisers, pre-packed copies), one
+	// core's work per graph, and at MAR-B the three hold 985 MB. A failure closes what opened
+	// and reports the first failing graph in this order.
+	var (
+		tr interface {
+			Transformer
+			Close() error
+		}
+		cached *CachedTransformer
+		head   *ONNXHead
+		dec    *ONNXDecoder
+		errs   [3]error
+		wg     sync.WaitGroup
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); tr, cached, errs[0] = p.openTransformer(opt) }()
+	go func() { defer wg.Done(); head, errs[1] = p.openHead(opt) }()
+	if tok == nil {
+		dec, errs[2] = newONNXDecoder(p.Decoder, p.DecoderFile, p.Manifest, opt, p.Source+"/"+p.Manifest.Tokenizer.Graph)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if tr != nil {
+			tr.Close()
+		}
+		if head != nil {
+			head.Close()
+		}
+		if dec != nil {
+			dec.Close()
+		}
 		return nil, err
 	}
-	head, err := newONNXHead(p.Head, p.HeadFile, p.Manifest, opt, p.Source+"/"+p.files.head)
-	if err != nil {
-		tr.Close()
-		return nil, err
-	}
-	if p.headLoopErr != nil {
-		tr.Close()
-		head.Close()
-		return nil, p.headLoopErr
-	}
-	if p.HeadLoop != nil {
-		if head.loop, err = NewHeadLoop(p.HeadLoop, p.Manifest, opt, p.Source+"/"+p.files.headLoop); err != nil {
-			tr.Close()
-			head.Close()
-			return nil, err
-		}
-		head.useLoop = headLoopWanted(opt.Device)
-	}
-	if tok == nil { // the decoder graph is a session too: opened last, closed with the others on failure
-		if tok, err = newONNXDecoder(p.Decoder, p.DecoderFile, p.Manifest, opt, p.Source+"/"+p.Manifest.Tokenizer.Graph); err != nil {
-			tr.Close()
-			head.Close()
-			return nil, err
-		}
+	if dec != nil {
+		tok = dec
 	}
 	model := &Model{Manifest: p.Manifest, Transformer: NewOpeningMemo(tr, OpeningMemoBytes), Head: head, Tokenizer: tok}
 	if p.Manifest.EarlyExit != nil {
@@ -427,6 +444,31 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 	}
 	model.Cached = cached
 	return model, nil
+}
+
+// openHead opens the head and, where sampling uses it (headLoopWanted), the fused head loop;
+// elsewhere the loop opens on first use (ONNXHead.FusedLoop).
+func (p *Pack) openHead(opt onnxrt.SessionOptions) (*ONNXHead, error) {
+	head, err := newONNXHead(p.Head, p.HeadFile, p.Manifest, opt, p.Source+"/"+p.files.head)
+	if err != nil {
+		return nil, err
+	}
+	if p.headLoopErr != nil {
+		head.Close()
+		return nil, p.headLoopErr
+	}
+	if p.HeadLoop != nil || p.HeadLoopFile != "" {
+		head.openLoop = func() (*HeadLoop, error) {
+			return newHeadLoop(p.HeadLoop, p.HeadLoopFile, p.Manifest, opt, p.Source+"/"+p.files.headLoop)
+		}
+		if head.useLoop = headLoopWanted(opt.Device); head.useLoop {
+			if head.loop, err = head.openLoop(); err != nil {
+				head.Close()
+				return nil, err
+			}
+		}
+	}
+	return head, nil
 }
 
 // openTransformer opens the graph that serves transformer passes and the model's cached

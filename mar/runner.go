@@ -1,6 +1,8 @@
 package mar
 
 import (
+	"sync"
+
 	"marspec/onnxrt"
 )
 
@@ -58,12 +60,17 @@ type ONNXHead struct {
 	*onnxrt.Graph
 	dim, width int
 	loop       *HeadLoop
-	// useLoop says whether sampling takes the fused graph (see headLoopWanted).
-	useLoop bool
+	// useLoop says whether sampling takes the fused graph (see headLoopWanted); when it does
+	// not, loop stays nil until FusedLoop opens it with openLoop
+	useLoop  bool
+	openLoop func() (*HeadLoop, error)
+	loopOnce sync.Once
+	loopErr  error
 }
 
 // Close releases both graphs.
 func (h *ONNXHead) Close() error {
+	h.loopOnce.Do(func() {}) // a FusedLoop after Close opens nothing
 	err := h.Graph.Close()
 	if h.loop != nil {
 		if lerr := h.loop.Close(); err == nil {
