@@ -20,6 +20,11 @@ type Costs struct {
 	Pass, Head time.Duration
 	Guided     bool   // timed over the two rows of a guided image (class and "no class"), else one
 	Precision  string // of the graphs timed (mar.FP32, mar.Int8)
+	// Full and Lazy are a full and a lazy AR step with the cache across AR steps, timed for a
+	// run with the cache on (MeasureCacheCosts; zero otherwise); the lazy step over LazySize
+	// tokens.
+	Full, Lazy time.Duration
+	LazySize   int
 }
 
 // costRuns is how often each part is timed while its calls stay short: the first call of a
@@ -77,16 +82,17 @@ func fastest(f func() error) (time.Duration, error) {
 	return best, nil
 }
 
-// Image estimates one image at batch 1 under opt (validated): a pass per AR step plus a head
-// call per token and diffusion step of its AR step. Timed guided and run unguided (or the
-// other way), the cost is halved (doubled): a CPU's cost grows with the rows.
+// Image estimates one image at batch 1 under opt (validated): a pass per AR step (with the
+// cache, when timed, each step's kind's cost: passes) plus a head call per token and diffusion
+// step of its AR step. Timed guided and run unguided (or the other way), the cost is halved
+// (doubled): a CPU's cost grows with the rows.
 func (c Costs) Image(opt mar.Options, seqLen int) time.Duration {
 	sizes := mar.StepSizes(seqLen, opt.NumIter)
 	calls := 0
 	for k, size := range sizes {
 		calls += size * mar.StepsAt(opt, k, len(sizes))
 	}
-	total := time.Duration(len(sizes))*c.Pass + time.Duration(calls)*c.Head
+	total := c.passes(opt, len(sizes)) + time.Duration(calls)*c.Head
 	switch guided := opt.CFG != 1; {
 	case guided && !c.Guided:
 		total *= 2
@@ -109,8 +115,16 @@ func (c Costs) About(threads int) string {
 	if c.Guided {
 		rows = "guided"
 	}
-	return fmt.Sprintf("an estimate from one %s transformer pass (%s) and head call (%s) timed at open, %s, %s",
-		rows, progress.Span(c.Pass), progress.Span(c.Head), c.Precision, th)
+	cache := ""
+	if c.Lazy > 0 {
+		tokens := "tokens"
+		if c.LazySize == 1 {
+			tokens = "token"
+		}
+		cache = fmt.Sprintf(", a full cached step (%s) and a lazy one over %d %s (%s)", progress.Span(c.Full), c.LazySize, tokens, progress.Span(c.Lazy))
+	}
+	return fmt.Sprintf("an estimate from one %s transformer pass (%s)%s and head call (%s) timed at open, %s, %s",
+		rows, progress.Span(c.Pass), cache, progress.Span(c.Head), c.Precision, th)
 }
 
 // SettingCost is the estimated cost of one image under a preset.
@@ -202,6 +216,11 @@ func TellCosts(w io.Writer, indent string, m *mar.Model, precision string, cat C
 	c, err := MeasureCosts(m, precision, ref.Options.CFG != 1)
 	if err != nil {
 		return err
+	}
+	if cache := ref.Options.Cache; cache.On {
+		if err := MeasureCacheCosts(m, &c, cache, ref.SeqLen, ref.Options.NumIter); err != nil {
+			return err
+		}
 	}
 	return DescribeCosts(w, indent, c, cat, plan, threads)
 }
