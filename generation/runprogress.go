@@ -5,21 +5,28 @@ import (
 	"io"
 	"time"
 
+	"marspec/mar"
 	"marspec/progress"
 )
 
 // RunProgress shows how far a run is inside its images: the tokens decoded of all its images,
 // the rate and the time left (progress.Reporter: a bar on a terminal, a line at most every
 // second otherwise), with the AR step (or round) and the images finished; and after the first
-// AR step, what the whole run will take at that pace, so a long run says so before it takes it.
-// A nil *RunProgress (quiet) shows nothing.
+// AR step (with the cache across AR steps, the first lazy one), what the whole run will take at
+// that pace, so a long run says so before it takes it. A nil *RunProgress (quiet) shows nothing.
 type RunProgress struct {
 	bar       *progress.Reporter
 	images    int
 	tokens    int
+	cache     mar.CacheSettings
 	start     time.Time
 	now       func() time.Time
 	estimated bool
+	// last is when the previous step ended; full and fullSteps the time and count of the
+	// first batch's full-pass steps before its first lazy one (the cache's estimate).
+	last      time.Time
+	full      time.Duration
+	fullSteps int
 }
 
 // NewRunProgress starts showing the progress of plan's run on w (nil when opt is quiet).
@@ -30,7 +37,7 @@ func NewRunProgress(w io.Writer, plan Plan, opt progress.Options) *RunProgress {
 	if bar == nil {
 		return nil
 	}
-	return &RunProgress{bar: bar, images: plan.Images(), tokens: tokens, start: time.Now(), now: time.Now}
+	return &RunProgress{bar: bar, images: plan.Images(), tokens: tokens, cache: plan.Options.Cache, start: time.Now(), now: time.Now}
 }
 
 // Watch is what the run tells the progress (its Step).
@@ -56,6 +63,7 @@ func (p *RunProgress) step(s Step) {
 			p.bar.Println(line)
 		}
 	}
+	p.last = p.now()
 }
 
 // note says where the run is: "AR step 5/256 of batch 1/2, 0/4 images" (target and draft
@@ -73,26 +81,51 @@ func (p *RunProgress) note(s Step) string {
 
 // estimate is the line that says, at the first step, what the run will take at its pace: the
 // first AR step's time times the AR steps of every batch (target and draft modes), or the
-// time so far scaled by the tokens left (spec mode, once a round has decoded some). "" until
+// time so far scaled by the tokens left (spec mode, once a round has decoded some). With the
+// cache, whose lazy steps cost a share of a full pass, it waits for the first lazy step: the
+// full-pass steps' mean time each full-pass step, and that lazy step's each lazy one. "" until
 // it can say.
 func (p *RunProgress) estimate(s Step) string {
-	took := p.now().Sub(p.start)
+	now := p.now()
+	since := p.last
+	if since.IsZero() {
+		since = p.start
+	}
+	took := now.Sub(since) // this step
 	what := "this image"
 	if p.images > 1 {
 		what = fmt.Sprintf("the %d images", p.images)
 	}
 	if s.Steps > 0 {
 		batches := max(1, s.Batches)
-		total := took * time.Duration(s.Steps*batches)
 		if batches > 1 {
 			what += fmt.Sprintf(" in %d batches", batches)
 		}
-		return fmt.Sprintf("AR step %d/%d took %s: about %s for %s (estimated from this step)",
-			s.Step, s.Steps, progress.Span(took), progress.Span(total), what)
+		lazy := 0
+		for k := range s.Steps {
+			if p.cache.Kind(k, s.Steps) == mar.StepLazy {
+				lazy++
+			}
+		}
+		if lazy == 0 {
+			total := took * time.Duration(s.Steps*batches)
+			return fmt.Sprintf("AR step %d/%d took %s: about %s for %s (estimated from this step)",
+				s.Step, s.Steps, progress.Span(took), progress.Span(total), what)
+		}
+		if p.cache.Kind(s.Step-1, s.Steps) != mar.StepLazy {
+			p.full += took
+			p.fullSteps++
+			return ""
+		}
+		mean := p.full / time.Duration(max(1, p.fullSteps))
+		total := (mean*time.Duration(s.Steps-lazy) + took*time.Duration(lazy)) * time.Duration(batches)
+		return fmt.Sprintf("AR step %d/%d, the first lazy one of the cache, took %s, the %d full-pass steps before it %s each: about %s for %s (estimated from these steps)",
+			s.Step, s.Steps, progress.Span(took), p.fullSteps, progress.Span(mean), progress.Span(total), what)
 	}
 	if s.Tokens == 0 {
 		return ""
 	}
+	took = now.Sub(p.start) // the rounds so far
 	total := time.Duration(float64(took) * float64(p.tokens) / float64(s.Tokens))
 	return fmt.Sprintf("round %d decoded %d of %d tokens in %s: about %s for %s (estimated from these rounds)",
 		s.Step, s.Tokens, p.tokens, progress.Span(took), progress.Span(total), what)
