@@ -23,10 +23,13 @@ type RunProgress struct {
 	now       func() time.Time
 	estimated bool
 	// last is when the previous step ended; full and fullSteps the time and count of the
-	// first batch's full-pass steps before its first lazy one (the cache's estimate).
+	// first batch's full-pass steps before its first lazy one, lazy the faster of its first
+	// lazy steps so far and lazySteps their count (the cache's estimate).
 	last      time.Time
 	full      time.Duration
 	fullSteps int
+	lazy      time.Duration
+	lazySteps int
 }
 
 // NewRunProgress starts showing the progress of plan's run on w (nil when opt is quiet).
@@ -82,9 +85,10 @@ func (p *RunProgress) note(s Step) string {
 // estimate is the line that says, at the first step, what the run will take at its pace: the
 // first AR step's time times the AR steps of every batch (target and draft modes), or the
 // time so far scaled by the tokens left (spec mode, once a round has decoded some). With the
-// cache, whose lazy steps cost a share of a full pass, it waits for the first lazy step: the
-// full-pass steps' mean time each full-pass step, and that lazy step's each lazy one. "" until
-// it can say.
+// cache, whose lazy steps cost a share of a full pass, it waits for the first two lazy steps
+// (the first call of a lazy size allocates its tensors: the faster is the steady cost, as the
+// timings at open take the fastest): the full-pass steps' mean time each full-pass step, and
+// the faster lazy step's each lazy one. "" until it can say.
 func (p *RunProgress) estimate(s Step) string {
 	now := p.now()
 	since := p.last
@@ -117,10 +121,17 @@ func (p *RunProgress) estimate(s Step) string {
 			p.fullSteps++
 			return ""
 		}
+		if p.lazySteps == 0 || took < p.lazy {
+			p.lazy = took
+		}
+		p.lazySteps++
+		if p.lazySteps < min(2, lazy) {
+			return ""
+		}
 		mean := p.full / time.Duration(max(1, p.fullSteps))
-		total := (mean*time.Duration(s.Steps-lazy) + took*time.Duration(lazy)) * time.Duration(batches)
-		return fmt.Sprintf("AR step %d/%d, the first lazy one of the cache, took %s, the %d full-pass steps before it %s each: about %s for %s (estimated from these steps)",
-			s.Step, s.Steps, progress.Span(took), p.fullSteps, progress.Span(mean), progress.Span(total), what)
+		total := (mean*time.Duration(s.Steps-lazy) + p.lazy*time.Duration(lazy)) * time.Duration(batches)
+		return fmt.Sprintf("AR step %d/%d: the cache's lazy steps took %s, the %d full-pass steps before them %s each: about %s for %s (estimated from these steps)",
+			s.Step, s.Steps, progress.Span(p.lazy), p.fullSteps, progress.Span(mean), progress.Span(total), what)
 	}
 	if s.Tokens == 0 {
 		return ""

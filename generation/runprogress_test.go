@@ -140,28 +140,32 @@ func TestRunProgressEstimate(t *testing.T) {
 }
 
 // With the cache, the first AR steps are full passes and most later ones lazy (a share of a
-// pass): the estimate waits for the first lazy step and counts each full-pass step at their
-// mean and each lazy one at its time, where the first step's time for every step would say
-// 64 s here. 64 steps, the default cache: 12 full-pass steps (the first 6 before the first
-// lazy one), 52 lazy.
+// pass): the estimate waits for two lazy steps and counts each full-pass step at their mean
+// and each lazy one at the faster lazy step's time, where the first step's time for every
+// step would say 64 s here. 64 steps, the default cache: 12 full-pass steps (the first 6
+// before the first lazy one), 52 lazy.
 func TestRunProgressEstimateWithTheCache(t *testing.T) {
 	cache := mar.CacheSettings{On: true, FullSteps: mar.DefaultCacheFullSteps, RefreshEvery: mar.DefaultCacheRefreshEvery, ReuseCFG: true}
 	at := time.Unix(0, 0)
 	p := &RunProgress{images: 1, tokens: 256, cache: cache, start: at}
 	p.now = func() time.Time { return at }
 	var lines []string
-	for k := 1; k <= 7; k++ {
-		if k < 7 {
+	for k := 1; k <= 9; k++ {
+		switch {
+		case k < 7:
 			at = at.Add(time.Second + time.Duration(k-3)*100*time.Millisecond) // 0.8 s to 1.3 s: 1.05 s on average
-		} else {
+		case k == 7:
+			at = at.Add(300 * time.Millisecond) // the first lazy call allocates
+		default:
 			at = at.Add(200 * time.Millisecond)
 		}
 		if line := p.estimate(Step{Tokens: k, Step: k, Steps: 64, Batch: 1, Batches: 1}); line != "" {
 			lines = append(lines, line)
+			break // step says it once
 		}
 		p.last = at
 	}
-	want := "AR step 7/64, the first lazy one of the cache, took 200 ms, the 6 full-pass steps before it 1.1 s each: about 23 s for this image (estimated from these steps)"
+	want := "AR step 8/64: the cache's lazy steps took 200 ms, the 6 full-pass steps before them 1.1 s each: about 23 s for this image (estimated from these steps)"
 	if len(lines) != 1 || lines[0] != want {
 		t.Errorf("got %q, want one line %q", lines, want)
 	}
