@@ -82,3 +82,37 @@ func TestProgressHasTheRateSinceTheStart(t *testing.T) {
 		t.Errorf("the last report leaves %v s, want 0", last.SecondsLeft)
 	}
 }
+
+// A resumed job waiting for a slot behind another of its group has tokens (its earlier
+// images) but no start: its reports carry no rate until it starts.
+func TestNoRateBeforeTheStart(t *testing.T) {
+	models, _ := generation.TestModels()
+	k := newSink()
+	s := New(Config{Models: models, Sink: k, QueueSize: 4, MaxBatch: 1})
+	defer s.Shutdown(context.Background())
+	release := s.Hold()
+	first := plan(t, api.GenerateRequest{Class: api.Classes{"0"}, N: 2, Seed: u64(1), Mode: "target"})
+	resumed := plan(t, api.GenerateRequest{Class: api.Classes{"0"}, N: 2, Seed: u64(2), Mode: "target"})
+	if err := s.Submit(Job{ID: "first", Plan: first}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Submit(Job{ID: "resumed", Plan: resumed, Done: map[int]bool{0: true}}); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	k.wait(t, 2)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	waiting := 0
+	for _, r := range k.progress["resumed"] {
+		if r.TokensDone == resumed.SeqLen { // nothing of this run yet: waiting, or just admitted
+			waiting++
+			if r.TokensPerSecond != nil {
+				t.Errorf("a rate before the job decoded a token: %+v", r)
+			}
+		}
+	}
+	if waiting == 0 {
+		t.Fatal("the resumed job was never reported while it waited (one slot, taken by the first job)")
+	}
+}

@@ -241,7 +241,9 @@ func (w *worker) deliver(done []finished) {
 		total := r.job.Plan.Images()
 		p := api.Progress{ImagesDone: r.done, ImagesTotal: total, TokensDone: r.done*L + known[r.job.ID], TokensTotal: total * L}
 		p.Fraction = float64(p.TokensDone) / float64(max(1, p.TokensTotal))
-		withRate(&p, p.TokensDone-r.tokensAtStart, s.now().Sub(r.start))
+		if r.started { // a job waiting for slots has no start to count from (a resumed one has tokens)
+			withRate(&p, p.TokensDone-r.tokensAtStart, s.now().Sub(r.start))
+		}
 		w.notes = append(w.notes, note{r: r, progress: &p})
 		if r.done == total && r.inFlight == 0 {
 			w.end(r, nil)
