@@ -91,22 +91,17 @@ func meanLazySize(cache mar.CacheSettings, seqLen, numIter int) int {
 	return max(1, (tokens+steps/2)/steps)
 }
 
-// passes is what an image's transformer calls cost over its AR steps (sizes): a plain pass
-// each without the cache (or when the cache was not timed), else each step's kind's cost.
-func (c Costs) passes(opt mar.Options, steps int) time.Duration {
+// pass is what AR step k of steps costs in transformer calls: a plain pass without the cache
+// (or when the cache was not timed), else the cost of the step's kind.
+func (c Costs) pass(opt mar.Options, k, steps int) time.Duration {
 	if !opt.Cache.On || c.Lazy == 0 {
-		return time.Duration(steps) * c.Pass
+		return c.Pass
 	}
-	var total time.Duration
-	for k := range steps {
-		switch opt.Cache.Kind(k, steps) {
-		case mar.StepLazy:
-			total += c.Lazy
-		case mar.StepFull:
-			total += c.Full
-		default:
-			total += c.Pass
-		}
+	switch opt.Cache.Kind(k, steps) {
+	case mar.StepLazy:
+		return c.Lazy
+	case mar.StepFull:
+		return c.Full
 	}
-	return total
+	return c.Pass
 }

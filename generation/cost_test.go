@@ -74,7 +74,7 @@ func TestDescribeCostsNamesFasterPresets(t *testing.T) {
 		t.Errorf("faster presets %v, want balanced then quality:\n%s", faster, out.String())
 	}
 	out.Reset()
-	if err := TellCosts(&out, "  ", models["target"], mar.FP32, cat, nil, 0); err != nil {
+	if _, err := TellCosts(&out, "  ", models["target"], mar.FP32, cat, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := out.String(); !strings.HasPrefix(got, "  cost here: about ") || !strings.Contains(got, " for the default, preset ") || strings.Contains(got, "faster") {
@@ -136,7 +136,7 @@ func TestTellCostsTimesTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := TellCosts(&out, "", m, mar.FP32, cat, &plan, 1); err != nil {
+	if _, err := TellCosts(&out, "", m, mar.FP32, cat, &plan, 1); err != nil {
 		t.Fatal(err)
 	}
 	size := meanLazySize(plan.Options.Cache, plan.SeqLen, 4)

@@ -81,7 +81,7 @@ func TestRunProgressInAPipe(t *testing.T) {
 	var out bytes.Buffer
 	no := false
 	start := time.Now()
-	bar := NewRunProgress(&out, plan, progress.Options{Terminal: &no})
+	bar := NewRunProgress(&out, plan, progress.Options{Terminal: &no}, nil)
 	if _, err := gen.GenerateWatched(context.Background(), plan.Classes, 0, bar.Watch()); err != nil {
 		t.Fatal(err)
 	}
@@ -168,5 +168,30 @@ func TestRunProgressEstimateWithTheCache(t *testing.T) {
 	want := "AR step 8/64: the cache's lazy steps took 200 ms, the 6 full-pass steps before them 1.1 s each: about 23 s for this image (estimated from these steps)"
 	if len(lines) != 1 || lines[0] != want {
 		t.Errorf("got %q, want one line %q", lines, want)
+	}
+}
+
+// With the costs timed at open the AR steps are weighed by them: MAR's schedule reveals one
+// token at the first of 64 steps over 256 tokens and six at the last, so a pass-bound run
+// (head calls free here) has 63 steps' time left after its first, where the tokens' rate
+// says 255 (about 4 min at 1 s a step); the estimate says 64 steps' time.
+func TestRunProgressWeighsTheSteps(t *testing.T) {
+	plan := Plan{Classes: []int{0}, SeqLen: 256, Options: mar.Options{CFG: 1, NumIter: 64, Steps: 10}}
+	var out bytes.Buffer
+	no := false
+	p := NewRunProgress(&out, plan, progress.Options{Terminal: &no}, &Costs{Pass: time.Second, Precision: mar.FP32})
+	at := p.start.Add(time.Second)
+	p.now = func() time.Time { return at }
+	p.step(Step{Tokens: 1, Step: 1, Steps: 64, Batch: 1, Batches: 1})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], ", about 63 s left; AR step 1/64, 0/1 images") {
+		t.Errorf("count line %q, want 63 s left", lines[0])
+	}
+	if want := "AR step 1/64 took 1.0 s: about 64 s for this image (estimated from this step, the AR steps weighed by the costs timed at open)"; len(lines) != 2 || lines[1] != want {
+		t.Errorf("estimate %q, want %q", lines[len(lines)-1], want)
+	}
+	// half the batches done: the second batch's first step
+	if got := p.doneShare(Step{Step: 0, Steps: 64, Batch: 2, Batches: 2}); got != 0.5 {
+		t.Errorf("after the first of two batches %v done, want 0.5", got)
 	}
 }
