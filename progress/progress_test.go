@@ -101,3 +101,18 @@ func TestTheCallersTimeLeft(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
 	}
 }
+
+// On a terminal, the caller's time left follows the note in the bar's description.
+func TestTerminalBarShowsTheCallersTimeLeft(t *testing.T) {
+	var buf bytes.Buffer
+	yes := true
+	r := New(&buf, "generate", "tokens", 4, Options{Terminal: &yes, TimeLeft: true})
+	r.SetLeft(40 * time.Second)
+	r.Set(1, "AR step 1/4")
+	time.Sleep(110 * time.Millisecond) // past the bar's redraw throttle
+	r.Set(2, "AR step 2/4")
+	r.Done()
+	if out := buf.String(); !strings.Contains(out, ", about 40 s left)") {
+		t.Errorf("bar output %q lacks the time left", out)
+	}
+}
