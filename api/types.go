@@ -206,13 +206,20 @@ type Spec struct {
 	MaxResampleTries int     `json:"max_resample_tries"`
 }
 
-// Progress counts finished images and decoded tokens.
+// Progress counts finished images and decoded tokens; while a job runs, the rate and the time
+// left at that rate.
 type Progress struct {
 	ImagesDone  int     `json:"images_done"`
 	ImagesTotal int     `json:"images_total"`
 	TokensDone  int     `json:"tokens_done"`
 	TokensTotal int     `json:"tokens_total"`
 	Fraction    float64 `json:"fraction"`
+	// TokensPerSecond is the tokens this run has decoded since the job started, per second
+	// (images made before a restart left out); absent until one was decoded, and once the job
+	// has ended.
+	TokensPerSecond *float64 `json:"tokens_per_second,omitempty"`
+	// SecondsLeft is the tokens left at that rate; absent with it.
+	SecondsLeft *float64 `json:"seconds_left,omitempty"`
 }
 
 // Image is one finished image and its statistics.

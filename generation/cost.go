@@ -20,6 +20,11 @@ type Costs struct {
 	Pass, Head time.Duration
 	Guided     bool   // timed over the two rows of a guided image (class and "no class"), else one
 	Precision  string // of the graphs timed (mar.FP32, mar.Int8)
+	// Full and Lazy are a full and a lazy AR step with the cache across AR steps, timed for a
+	// run with the cache on (MeasureCacheCosts; zero otherwise); the lazy step over LazySize
+	// tokens.
+	Full, Lazy time.Duration
+	LazySize   int
 }
 
 // costRuns is how often each part is timed while its calls stay short: the first call of a
@@ -77,23 +82,34 @@ func fastest(f func() error) (time.Duration, error) {
 	return best, nil
 }
 
-// Image estimates one image at batch 1 under opt (validated): a pass per AR step plus a head
-// call per token and diffusion step of its AR step. Timed guided and run unguided (or the
-// other way), the cost is halved (doubled): a CPU's cost grows with the rows.
+// Image estimates one image at batch 1 under opt (validated): a pass per AR step (with the
+// cache, when timed, each step's kind's cost) plus a head call per token and diffusion
+// step of its AR step. Timed guided and run unguided (or the other way), the cost is halved
+// (doubled): a CPU's cost grows with the rows.
 func (c Costs) Image(opt mar.Options, seqLen int) time.Duration {
-	sizes := mar.StepSizes(seqLen, opt.NumIter)
-	calls := 0
-	for k, size := range sizes {
-		calls += size * mar.StepsAt(opt, k, len(sizes))
-	}
-	total := time.Duration(len(sizes))*c.Pass + time.Duration(calls)*c.Head
-	switch guided := opt.CFG != 1; {
-	case guided && !c.Guided:
-		total *= 2
-	case !guided && c.Guided:
-		total /= 2
+	var total time.Duration
+	for _, d := range c.Steps(opt, seqLen) {
+		total += d
 	}
 	return total
+}
+
+// Steps are Image's estimate step by step: what each AR step of an image costs, its pass and
+// its head calls (AR steps reveal unequal numbers of tokens under MAR's schedule).
+func (c Costs) Steps(opt mar.Options, seqLen int) []time.Duration {
+	sizes := mar.StepSizes(seqLen, opt.NumIter)
+	out := make([]time.Duration, len(sizes))
+	for k, size := range sizes {
+		d := c.pass(opt, k, len(sizes)) + time.Duration(size*mar.StepsAt(opt, k, len(sizes)))*c.Head
+		switch guided := opt.CFG != 1; {
+		case guided && !c.Guided:
+			d *= 2
+		case !guided && c.Guided:
+			d /= 2
+		}
+		out[k] = d
+	}
+	return out
 }
 
 // About says how the estimate was made, for the line that gives it.
@@ -109,8 +125,16 @@ func (c Costs) About(threads int) string {
 	if c.Guided {
 		rows = "guided"
 	}
-	return fmt.Sprintf("an estimate from one %s transformer pass (%s) and head call (%s) timed at open, %s, %s",
-		rows, progress.Span(c.Pass), progress.Span(c.Head), c.Precision, th)
+	cache := ""
+	if c.Lazy > 0 {
+		tokens := "tokens"
+		if c.LazySize == 1 {
+			tokens = "token"
+		}
+		cache = fmt.Sprintf(", a full cached step (%s) and a lazy one over %d %s (%s)", progress.Span(c.Full), c.LazySize, tokens, progress.Span(c.Lazy))
+	}
+	return fmt.Sprintf("an estimate from one %s transformer pass (%s)%s and head call (%s) timed at open, %s, %s",
+		rows, progress.Span(c.Pass), cache, progress.Span(c.Head), c.Precision, th)
 }
 
 // SettingCost is the estimated cost of one image under a preset.
@@ -190,20 +214,26 @@ func DescribeCosts(w io.Writer, indent string, c Costs, cat Catalog, plan *Plan,
 }
 
 // TellCosts times the parts of m, open at precision (MeasureCosts, guided as plan is), and
-// describes what plan costs here (nil: the pack's default request) with DescribeCosts.
-func TellCosts(w io.Writer, indent string, m *mar.Model, precision string, cat Catalog, plan *Plan, threads int) error {
+// describes what plan costs here (nil: the pack's default request) with DescribeCosts; the
+// costs are returned for the run's progress (NewRunProgress).
+func TellCosts(w io.Writer, indent string, m *mar.Model, precision string, cat Catalog, plan *Plan, threads int) (Costs, error) {
 	ref := plan
 	if ref == nil {
 		var err error
 		if ref, err = defaultPlan(cat); err != nil {
-			return err
+			return Costs{}, err
 		}
 	}
 	c, err := MeasureCosts(m, precision, ref.Options.CFG != 1)
 	if err != nil {
-		return err
+		return Costs{}, err
 	}
-	return DescribeCosts(w, indent, c, cat, plan, threads)
+	if cache := ref.Options.Cache; cache.On {
+		if err := MeasureCacheCosts(m, &c, cache, ref.SeqLen, ref.Options.NumIter); err != nil {
+			return Costs{}, err
+		}
+	}
+	return c, DescribeCosts(w, indent, c, cat, plan, threads)
 }
 
 // cutAt is s up to the first of seps found from index from on: a preset's about or

@@ -2,6 +2,7 @@ package generation
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -73,10 +74,76 @@ func TestDescribeCostsNamesFasterPresets(t *testing.T) {
 		t.Errorf("faster presets %v, want balanced then quality:\n%s", faster, out.String())
 	}
 	out.Reset()
-	if err := TellCosts(&out, "  ", models["target"], mar.FP32, cat, nil, 0); err != nil {
+	if _, err := TellCosts(&out, "  ", models["target"], mar.FP32, cat, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := out.String(); !strings.HasPrefix(got, "  cost here: about ") || !strings.Contains(got, " for the default, preset ") || strings.Contains(got, "faster") {
 		t.Errorf("default request: %q", got)
+	}
+}
+
+// With the cache on, a lazy AR step costs what a lazy step was timed at and a full one what a
+// full cached step was, not a plain pass each: at MAR's speed setting (64 steps, the default
+// cache: 5 plain passes, 7 full cached steps, 52 lazy) the estimate is about a third of the
+// uncached one here, where a plain pass per step would keep it whole.
+func TestCostsOfACachedImage(t *testing.T) {
+	c := Costs{Pass: time.Second, Head: time.Millisecond, Precision: mar.FP32,
+		Full: 1100 * time.Millisecond, Lazy: 200 * time.Millisecond, LazySize: 4}
+	cache := mar.CacheSettings{On: true, FullSteps: mar.DefaultCacheFullSteps, RefreshEvery: mar.DefaultCacheRefreshEvery, Recompute: 16, ReuseCFG: true}
+	opt := mar.Options{CFG: 1, NumIter: 64, Steps: 10, Cache: cache}
+	kinds := map[mar.StepKind]int{}
+	for k := range 64 {
+		kinds[cache.Kind(k, 64)]++
+	}
+	if kinds[mar.StepPlain] != 5 || kinds[mar.StepFull] != 7 || kinds[mar.StepLazy] != 52 {
+		t.Fatalf("step kinds %v, want 5 plain, 7 full, 52 lazy", kinds)
+	}
+	heads := 256 * 10 * time.Millisecond
+	if got, want := c.Image(opt, 256), 5*time.Second+7*1100*time.Millisecond+52*200*time.Millisecond+heads; got != want {
+		t.Errorf("cached: %v, want %v", got, want)
+	}
+	opt.Cache = mar.CacheSettings{}
+	if got, want := c.Image(opt, 256), 64*time.Second+heads; got != want {
+		t.Errorf("uncached: %v, want %v", got, want)
+	}
+	opt.Cache, c.Lazy = cache, 0
+	if got, want := c.Image(opt, 256), 64*time.Second+heads; got != want {
+		t.Errorf("cached, the cache not timed: %v, want %v (the plain pass per step)", got, want)
+	}
+}
+
+// A run with the cache times a full and a lazy cached step at open and says so; the lazy step
+// predicts the mean of the run's lazy step sizes.
+func TestTellCostsTimesTheCache(t *testing.T) {
+	models, ok := TestORTModels()
+	if !ok {
+		t.Skip("ONNX Runtime not set up (make setup)")
+	}
+	man, err := LoadManifest("target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := Catalog{TargetPack: "target", Target: man}
+	m, err := models.Model("target", mar.FP32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, iters := uint64(1), 4
+	one := 1
+	plan, err := Validate(api.GenerateRequest{Class: api.Classes{"0"}, Seed: &seed, Mode: ModeTarget, NumIter: &iters,
+		Cache: &api.CacheRequest{FullSteps: &one}}, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := TellCosts(&out, "", m, mar.FP32, cat, &plan, 1); err != nil {
+		t.Fatal(err)
+	}
+	size := meanLazySize(plan.Options.Cache, plan.SeqLen, 4)
+	if size < 1 {
+		t.Fatalf("no lazy step in %+v", plan.Options.Cache)
+	}
+	if want := fmt.Sprintf(" and a lazy one over %d token", size); !strings.Contains(out.String(), want) {
+		t.Errorf("%q lacks %q", out.String(), want)
 	}
 }

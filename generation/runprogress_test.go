@@ -81,7 +81,7 @@ func TestRunProgressInAPipe(t *testing.T) {
 	var out bytes.Buffer
 	no := false
 	start := time.Now()
-	bar := NewRunProgress(&out, plan, progress.Options{Terminal: &no})
+	bar := NewRunProgress(&out, plan, progress.Options{Terminal: &no}, nil)
 	if _, err := gen.GenerateWatched(context.Background(), plan.Classes, 0, bar.Watch()); err != nil {
 		t.Fatal(err)
 	}
@@ -136,5 +136,62 @@ func TestRunProgressEstimate(t *testing.T) {
 	got = p.estimate(Step{Tokens: 16, Step: 3})
 	if want := fmt.Sprintf("round 3 decoded 16 of %d tokens in 3.7 s: about 4 min for the 4 images (estimated from these rounds)", 4*256); got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// With the cache, the first AR steps are full passes and most later ones lazy (a share of a
+// pass): the estimate waits for two lazy steps and counts each full-pass step at their mean
+// and each lazy one at the faster lazy step's time, where the first step's time for every
+// step would say 64 s here. 64 steps, the default cache: 12 full-pass steps (the first 6
+// before the first lazy one), 52 lazy.
+func TestRunProgressEstimateWithTheCache(t *testing.T) {
+	cache := mar.CacheSettings{On: true, FullSteps: mar.DefaultCacheFullSteps, RefreshEvery: mar.DefaultCacheRefreshEvery, ReuseCFG: true}
+	at := time.Unix(0, 0)
+	p := &RunProgress{images: 1, tokens: 256, cache: cache, start: at}
+	p.now = func() time.Time { return at }
+	var lines []string
+	for k := 1; k <= 9; k++ {
+		switch {
+		case k < 7:
+			at = at.Add(time.Second + time.Duration(k-3)*100*time.Millisecond) // 0.8 s to 1.3 s: 1.05 s on average
+		case k == 7:
+			at = at.Add(300 * time.Millisecond) // the first lazy call allocates
+		default:
+			at = at.Add(200 * time.Millisecond)
+		}
+		if line := p.estimate(Step{Tokens: k, Step: k, Steps: 64, Batch: 1, Batches: 1}); line != "" {
+			lines = append(lines, line)
+			break // step says it once
+		}
+		p.last = at
+	}
+	want := "AR step 8/64: the cache's lazy steps took 200 ms, the 6 full-pass steps before them 1.1 s each: about 23 s for this image (estimated from these steps)"
+	if len(lines) != 1 || lines[0] != want {
+		t.Errorf("got %q, want one line %q", lines, want)
+	}
+}
+
+// With the costs timed at open the AR steps are weighed by them: MAR's schedule reveals one
+// token at the first of 64 steps over 256 tokens and six at the last, so a pass-bound run
+// (head calls free here) has 63 steps' time left after its first, where the tokens' rate
+// says 255 (about 4 min at 1 s a step); the estimate says 64 steps' time.
+func TestRunProgressWeighsTheSteps(t *testing.T) {
+	plan := Plan{Classes: []int{0}, SeqLen: 256, Options: mar.Options{CFG: 1, NumIter: 64, Steps: 10}}
+	var out bytes.Buffer
+	no := false
+	p := NewRunProgress(&out, plan, progress.Options{Terminal: &no}, &Costs{Pass: time.Second, Precision: mar.FP32})
+	at := p.start.Add(time.Second)
+	p.now = func() time.Time { return at }
+	p.step(Step{Tokens: 1, Step: 1, Steps: 64, Batch: 1, Batches: 1})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], ", about 63 s left; AR step 1/64, 0/1 images") {
+		t.Errorf("count line %q, want 63 s left", lines[0])
+	}
+	if want := "AR step 1/64 took 1.0 s: about 64 s for this image (estimated from this step, the AR steps weighed by the costs timed at open)"; len(lines) != 2 || lines[1] != want {
+		t.Errorf("estimate %q, want %q", lines[len(lines)-1], want)
+	}
+	// half the batches done: the second batch's first step
+	if got := p.doneShare(Step{Step: 0, Steps: 64, Batch: 2, Batches: 2}); got != 0.5 {
+		t.Errorf("after the first of two batches %v done, want 0.5", got)
 	}
 }

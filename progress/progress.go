@@ -28,6 +28,10 @@ type Reporter struct {
 	start   time.Time
 	printed time.Time
 	now     func() time.Time
+	// ownLeft: the caller tells the time left (SetLeft); left is it, hasLeft once told
+	ownLeft bool
+	left    time.Duration
+	hasLeft bool
 }
 
 // Options choose where and how a Reporter writes.
@@ -35,6 +39,10 @@ type Options struct {
 	Quiet bool
 	// Terminal forces the bar (true) or plain lines (false); nil asks whether w is a terminal.
 	Terminal *bool
+	// TimeLeft: the caller tells the time left (SetLeft) instead of the reporter reckoning it
+	// from the count's rate, for units that cost unequal times (an image's tokens: MAR's
+	// schedule reveals few in its first AR steps and many in its last).
+	TimeLeft bool
 }
 
 // New starts a reporter of total units (images, chunks, features) named by label on w.
@@ -42,7 +50,7 @@ func New(w io.Writer, label, unit string, total int, opt Options) *Reporter {
 	if opt.Quiet || w == nil {
 		return nil
 	}
-	r := &Reporter{w: w, label: label, unit: unit, total: total, start: time.Now(), now: time.Now}
+	r := &Reporter{w: w, label: label, unit: unit, total: total, start: time.Now(), now: time.Now, ownLeft: opt.TimeLeft}
 	tty := isTerminal(w)
 	if opt.Terminal != nil {
 		tty = *opt.Terminal
@@ -54,7 +62,8 @@ func New(w io.Writer, label, unit string, total int, opt Options) *Reporter {
 			progressbar.OptionSetItsString(unit),
 			progressbar.OptionShowCount(),
 			progressbar.OptionShowIts(),
-			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetPredictTime(!opt.TimeLeft),
+			progressbar.OptionSetElapsedTime(true),
 			progressbar.OptionSetWidth(24),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
@@ -79,7 +88,8 @@ func (r *Reporter) Add(n int, note string) {
 }
 
 // Set records that done units are done in all (a count kept by the caller, as the tokens of
-// a run are); note is as Add's, and on a terminal follows the label.
+// a run are); note is as Add's, and on a terminal follows the label (with the time left the
+// caller told, under Options.TimeLeft).
 func (r *Reporter) Set(done int, note string) {
 	if r == nil {
 		return
@@ -87,9 +97,22 @@ func (r *Reporter) Set(done int, note string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.update(done, note)
+	if r.bar != nil && r.ownLeft && r.hasLeft && r.left > 0 && done < r.total {
+		note += ", about " + Span(r.left) + " left"
+	}
 	if r.bar != nil && note != "" {
 		r.bar.Describe(r.label + " (" + note + ")") // drawn at once, with the count just set
 	}
+}
+
+// SetLeft tells the time left, for the next count's line (Options.TimeLeft).
+func (r *Reporter) SetLeft(left time.Duration) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.left, r.hasLeft = left, true
 }
 
 // Println writes a line of its own: on a terminal the bar is cleared first and drawn again at
@@ -135,7 +158,13 @@ func (r *Reporter) line(now time.Time, note string) string {
 	if elapsed > 0 && r.done > 0 {
 		rate := float64(r.done) / elapsed
 		s += fmt.Sprintf(", %s %s/s", rateText(rate), r.unit)
-		if left := r.total - r.done; left > 0 {
+		switch left := r.total - r.done; {
+		case left <= 0:
+		case r.ownLeft:
+			if r.hasLeft {
+				s += ", about " + Span(r.left) + " left"
+			}
+		default:
 			s += ", about " + Span(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
 		}
 	}

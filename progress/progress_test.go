@@ -81,3 +81,38 @@ func TestSetWritesTheTotalOnce(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
 	}
 }
+
+// Under Options.TimeLeft a line says the time left its caller told, not the count's: units
+// of unequal cost (3 of 12 tokens in 1 s would leave 3 s at the count's rate).
+func TestTheCallersTimeLeft(t *testing.T) {
+	var buf bytes.Buffer
+	no := false
+	r := New(&buf, "generate", "tokens", 12, Options{Terminal: &no, TimeLeft: true})
+	clock := r.start
+	r.now = func() time.Time { return clock }
+	clock = clock.Add(time.Second)
+	r.Set(1, "AR step 1/4") // not told yet: no time left
+	clock = clock.Add(time.Second)
+	r.SetLeft(40 * time.Second)
+	r.Set(3, "AR step 2/4")
+	want := "generate: 1/12 tokens (8%), 1 tokens/s; AR step 1/4\n" +
+		"generate: 3/12 tokens (25%), 1.5 tokens/s, about 40 s left; AR step 2/4\n"
+	if buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+// On a terminal, the caller's time left follows the note in the bar's description.
+func TestTerminalBarShowsTheCallersTimeLeft(t *testing.T) {
+	var buf bytes.Buffer
+	yes := true
+	r := New(&buf, "generate", "tokens", 4, Options{Terminal: &yes, TimeLeft: true})
+	r.SetLeft(40 * time.Second)
+	r.Set(1, "AR step 1/4")
+	time.Sleep(110 * time.Millisecond) // past the bar's redraw throttle
+	r.Set(2, "AR step 2/4")
+	r.Done()
+	if out := buf.String(); !strings.Contains(out, ", about 40 s left)") {
+		t.Errorf("bar output %q lacks the time left", out)
+	}
+}

@@ -72,23 +72,27 @@ type Scheduler struct {
 	closed  bool
 	quit    chan struct{}
 	wg      sync.WaitGroup
-	held    chan struct{} // non-nil while Hold is in force: workers wait for it to close
+	held    chan struct{}    // non-nil while Hold is in force: workers wait for it to close
+	now     func() time.Time // the clock of jobs' starts and rates (tests set it)
 }
 
 // running is a job's live state, guarded by Scheduler.mu.
 type running struct {
-	job        Job
-	group      string
-	alone      bool // its group is its own, its images depend on their batch-mates (slots.go)
-	next       int  // next image index to admit (never one of job.Done)
-	left       int  // images not yet admitted, job.Done left out
-	done       int  // images finished (including job.Done)
-	inFlight   int
-	start      time.Time
-	started    bool
-	cancelled  bool
-	ending     bool // ended; its Finished is being told (it leaves jobs after)
-	knownToken int
+	job      Job
+	group    string
+	alone    bool // its group is its own, its images depend on their batch-mates (slots.go)
+	next     int  // next image index to admit (never one of job.Done)
+	left     int  // images not yet admitted, job.Done left out
+	done     int  // images finished (including job.Done)
+	inFlight int
+	start    time.Time
+	started  bool
+	// tokensAtStart were done when the job started (a resumed job's images): not this run's
+	// work, so left out of its rate.
+	tokensAtStart int
+	cancelled     bool
+	ending        bool // ended; its Finished is being told (it leaves jobs after)
+	knownToken    int
 }
 
 // lanesFor is how many lanes r's group may use: one when its images depend on their
@@ -108,7 +112,7 @@ func New(cfg Config) *Scheduler {
 	if cfg.MaxBatch < 1 {
 		cfg.MaxBatch = 32
 	}
-	return &Scheduler{cfg: cfg, jobs: map[string]*running{}, workers: map[string]*worker{}, quit: make(chan struct{})}
+	return &Scheduler{cfg: cfg, jobs: map[string]*running{}, workers: map[string]*worker{}, quit: make(chan struct{}), now: time.Now}
 }
 
 // Submit queues a job or refuses it (ErrQueueFull, ErrClosed, ErrDuplicate).

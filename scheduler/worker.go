@@ -184,7 +184,8 @@ func (w *worker) join(r *running, n int) error {
 			return err
 		}
 		if !r.started {
-			r.started, r.start = true, time.Now()
+			r.started, r.start = true, w.s.now()
+			r.tokensAtStart = r.done * r.job.Plan.SeqLen
 			w.notes = append(w.notes, note{r: r, start: true})
 		}
 		r.next++
@@ -216,7 +217,7 @@ func (w *worker) deliver(done []finished) {
 		if r == nil || r.ending {
 			continue
 		}
-		d.img.Seconds = time.Since(r.start).Seconds()
+		d.img.Seconds = s.now().Sub(r.start).Seconds()
 		err := s.cfg.Sink.Image(d.job, d.img) // outside the lock: it writes files
 		s.mu.Lock()
 		r.inFlight--
@@ -238,6 +239,9 @@ func (w *worker) deliver(done []finished) {
 		total := r.job.Plan.Images()
 		p := api.Progress{ImagesDone: r.done, ImagesTotal: total, TokensDone: r.done*L + known[r.job.ID], TokensTotal: total * L}
 		p.Fraction = float64(p.TokensDone) / float64(max(1, p.TokensTotal))
+		if r.started { // a job waiting for slots has no start to count from (a resumed one has tokens)
+			withRate(&p, p.TokensDone-r.tokensAtStart, s.now().Sub(r.start))
+		}
 		w.notes = append(w.notes, note{r: r, progress: &p})
 		if r.done == total && r.inFlight == 0 {
 			w.end(r, nil)

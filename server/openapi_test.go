@@ -93,7 +93,7 @@ func TestOpenAPIRequestFields(t *testing.T) {
 // own).
 func TestOpenAPIAnswerFields(t *testing.T) {
 	doc := loadOpenAPI(t)
-	for schema, v := range map[string]any{"Generation": api.Generation{}, "Error": api.ErrorBody{}, "Key": api.Key{}, "Keys": api.Keys{},
+	for schema, v := range map[string]any{"Generation": api.Generation{}, "Progress": api.Progress{}, "Error": api.ErrorBody{}, "Key": api.Key{}, "Keys": api.Keys{},
 		"Webhook": api.Webhook{}, "WebhookDelivery": api.WebhookDelivery{}, "WebhookPayload": api.WebhookPayload{},
 		"OpenAIImageRequest": openAIImageRequest{}, "OpenAIImages": openAIImages{}, "OpenAIImageData": openAIImageData{},
 		"OpenAIModelList": openAIModelList{}} {

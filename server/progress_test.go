@@ -36,7 +36,7 @@ func (p *pausingTransformer) Forward(tokens, mask []float32, classIDs []int64, d
 
 // A job's progress climbs inside its image, for the stepper (target mode) and the speculative
 // engine alike: while its only image is half made, GET shows tokens decoded and none of its
-// images done; at the end every token.
+// images done, with the rate and the time left; at the end every token, and no rate.
 func TestProgressInsideAnImage(t *testing.T) {
 	one := 0 // target mode: one token per AR step
 	for _, req := range []api.GenerateRequest{
@@ -68,8 +68,13 @@ func TestProgressInsideAnImage(t *testing.T) {
 		if p.ImagesDone != 0 || p.TokensDone <= 0 || p.TokensDone >= p.TokensTotal || p.Fraction != float64(p.TokensDone)/float64(p.TokensTotal) {
 			t.Errorf("%s: progress inside the image %+v, want tokens done between 0 and %d, no image done", req.Mode, p, p.TokensTotal)
 		}
+		// the rate and the time left come with it, while the job runs
+		if p.TokensPerSecond == nil || *p.TokensPerSecond <= 0 || p.SecondsLeft == nil || *p.SecondsLeft <= 0 {
+			t.Errorf("%s: progress inside the image without a rate and time left: %+v", req.Mode, p)
+		}
 		end := ts.waitEnd(t, g.ID)
-		if end.Status != api.StatusSucceeded || end.Progress.TokensDone != end.Progress.TokensTotal || end.Progress.Fraction != 1 {
+		if end.Status != api.StatusSucceeded || end.Progress.TokensDone != end.Progress.TokensTotal || end.Progress.Fraction != 1 ||
+			end.Progress.TokensPerSecond != nil || end.Progress.SecondsLeft != nil {
 			t.Errorf("%s: at the end %s %+v", req.Mode, end.Status, end.Progress)
 		}
 	}

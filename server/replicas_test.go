@@ -349,8 +349,8 @@ func TestReplicaKilledJobsFinishElsewhere(t *testing.T) {
 	}
 }
 
-// Events and cancellation across replicas: a job running on B streams its progress through A,
-// and a DELETE sent to A stops it on B within about a second.
+// Events and cancellation across replicas: a job running on B streams its progress (with its
+// rate and time left) through A, and a DELETE sent to A stops it on B within about a second.
 func TestReplicaEventsAndCancelAcross(t *testing.T) {
 	sh := newShared(t, "files")
 	b := sh.replica(t, false, nil)
@@ -387,7 +387,8 @@ func TestReplicaEventsAndCancelAcross(t *testing.T) {
 	for !seen["image"] || !seen["progress"] {
 		select {
 		case ev := <-events:
-			seen[ev.Type] = true
+			// progress comes with its rate and time left (B has decoded tokens by now)
+			seen[ev.Type] = ev.Type != "progress" || (ev.Progress.TokensPerSecond != nil && ev.Progress.SecondsLeft != nil)
 		case <-time.After(5 * time.Second):
 			t.Fatalf("events from the other replica: only %v", seen)
 		}

@@ -109,8 +109,7 @@ async function watch(gen) {
   const seen = new Set();
   const show = (p, status) => {
     bar.value = p.fraction || 0;
-    label.textContent = `Job ${gen.id.slice(0, 8)} (seed ${gen.settings.seed}): ${status}, ` +
-      `${p.images_done}/${p.images_total} images, ${p.tokens_done}/${p.tokens_total} tokens`;
+    label.textContent = `Job ${gen.id.slice(0, 8)} (seed ${gen.settings.seed}): ${status}, ` + fmtProgress(p);
   };
   const addImage = (im) => {
     if (seen.has(im.id)) return;

@@ -80,7 +80,7 @@ const compare = {
     col.node.dataset.job = gen.id;
     const final = await api.follow(gen, (type, data) => {
       const p = data.progress || (data.generation && data.generation.progress);
-      if (p) col.status.textContent = `${p.images_done}/${p.images_total} images, ${p.tokens_done}/${p.tokens_total} tokens`;
+      if (p) col.status.textContent = fmtProgress(p);
     });
     col.node.dataset.status = final.status;
     col.status.textContent = gallery.describe(final) + " · " + final.status + (final.error ? ": " + final.error : "");

@@ -110,4 +110,16 @@ function fmtDuration(s) {
   return Math.round(s / 86400) + " d";
 }
 
+// fmtProgress writes a job's progress: images and tokens, and while it runs the rate and the
+// time left ("2/4 images, 1200/2048 tokens · 31.5 tokens/s, about 26 s left").
+function fmtProgress(p) {
+  let s = `${p.images_done}/${p.images_total} images, ${p.tokens_done}/${p.tokens_total} tokens`;
+  if (typeof p.tokens_per_second === "number") {
+    const r = p.tokens_per_second;
+    s += ` · ${r >= 100 ? Math.round(r) : Number(r.toPrecision(3))} tokens/s`;
+    if (typeof p.seconds_left === "number") s += `, about ${fmtDuration(p.seconds_left)} left`;
+  }
+  return s;
+}
+
 function fmtAlpha(a) { return a === undefined || a === null ? "–" : a.toFixed(3); }

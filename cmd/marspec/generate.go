@@ -113,15 +113,18 @@ func runGenerate(args []string) error {
 	if err != nil {
 		return err
 	}
+	var costs *generation.Costs
 	if !g.quiet && plan.Spec == nil {
 		// what the run costs here and the faster presets, before it takes that long
 		m, err := models.Model(plan.Pack, plan.Precision)
 		if err != nil {
 			return err
 		}
-		if err := generation.TellCosts(os.Stderr, "", m, plan.Precision, cat, &plan, g.rt.threads); err != nil {
+		c, err := generation.TellCosts(os.Stderr, "", m, plan.Precision, cat, &plan, g.rt.threads)
+		if err != nil {
 			return err
 		}
+		costs = &c
 	}
 	var made generation.Created
 	if _, err := g.prepareOutputs(&made); err != nil {
@@ -130,18 +133,19 @@ func runGenerate(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := g.generateInto(ctx, plan, gen, &made)
+	res, err := g.generateInto(ctx, plan, gen, &made, costs)
 	if err != nil {
 		return err
 	}
 	return g.report(plan, cat, res)
 }
 
-// generateInto runs the plan into the outputs with a progress bar (tokens, inside the images)
+// generateInto runs the plan into the outputs with a progress bar (tokens, inside the images;
+// its AR steps weighed by the costs timed at open, nil when none were)
 // and says what it wrote;
 // interrupted (Ctrl-C), it says what it kept and returns errInterrupted.
-func (g *generateFlags) generateInto(ctx context.Context, plan generation.Plan, gen generation.Generator, made *generation.Created) (generation.Result, error) {
-	bar := generation.NewRunProgress(os.Stderr, plan, progress.Options{Quiet: g.quiet})
+func (g *generateFlags) generateInto(ctx context.Context, plan generation.Plan, gen generation.Generator, made *generation.Created, costs *generation.Costs) (generation.Result, error) {
+	bar := generation.NewRunProgress(os.Stderr, plan, progress.Options{Quiet: g.quiet}, costs)
 	w, err := generation.WriteRun(ctx, plan, gen, g.outputs(), made, bar.Watch())
 	bar.Done()
 	if err != nil {

@@ -56,9 +56,9 @@ func TestGenerateProgressLinesWithoutATerminal(t *testing.T) {
 	if most := int(elapsed/time.Second) + 2; len(counts) == 0 || len(counts) > most {
 		t.Fatalf("%d progress lines in %v, want 1 to %d: %q", len(counts), elapsed, most, stderr)
 	}
-	if !strings.Contains(counts[0], "; AR step 1/49 of batch 1/4, 0/20 images") ||
+	if !strings.Contains(counts[0], " left; AR step 1/49 of batch 1/4, 0/20 images") ||
 		!strings.HasPrefix(counts[len(counts)-1], "generate: 980/980 tokens (100%)") {
-		t.Errorf("first line %q, last %q: want the AR step inside the first images, and the total", counts[0], counts[len(counts)-1])
+		t.Errorf("first line %q, last %q: want the time left and the AR step inside the first images, and the total", counts[0], counts[len(counts)-1])
 	}
 	// before the run: what it costs here, and the presets estimated faster (this run is the
 	// slow one-token-per-step reference)
@@ -66,7 +66,7 @@ func TestGenerateProgressLinesWithoutATerminal(t *testing.T) {
 		!strings.Contains(stderr, "\n  faster: --preset fast (runs int8; estimated from the ") {
 		t.Errorf("stderr %q lacks what the run costs here and the faster presets", stderr)
 	}
-	if !strings.Contains(stderr, "\nAR step 1/49 took ") || !strings.Contains(stderr, " for the 20 images in 4 batches (estimated from this step)") {
+	if !strings.Contains(stderr, "\nAR step 1/49 took ") || !strings.Contains(stderr, " for the 20 images in 4 batches (estimated from this step, the AR steps weighed by the costs timed at open)") {
 		t.Errorf("stderr %q lacks the estimate after the first AR step", stderr)
 	}
 }

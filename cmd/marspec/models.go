@@ -45,7 +45,7 @@ func runModels(args []string) error {
 		}
 		fmt.Println("  graphs: load in ONNX Runtime")
 		cat := generation.Catalog{TargetPack: name, Target: p.Manifest, Provider: rt.provider, Precision: rt.precision}
-		if err := generation.TellCosts(os.Stdout, "  ", m, rt.precision, cat, nil, rt.threads); err != nil {
+		if _, err := generation.TellCosts(os.Stdout, "  ", m, rt.precision, cat, nil, rt.threads); err != nil {
 			fmt.Printf("  cost here: not estimated: %v\n", err)
 		}
 	}
