@@ -86,6 +86,19 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 		d.states[r].Reset()
 	}
 	mean, logVar := d.mean, d.logVar
+	predict := func() error {
+		return d.Head.Predict(d.xt[:calls*dim], d.t[:calls], d.z[:calls*width], calls, d.out[:calls*2*dim])
+	}
+	if bh, ok := d.Head.(BindableHead); ok { // z is the same at every step: bound once
+		bound, err := bh.BindZ(d.z[:calls*width], calls)
+		if err != nil {
+			return err
+		}
+		if bound != nil {
+			defer bound.Close()
+			predict = func() error { return bound.Predict(d.xt[:calls*dim], d.t[:calls], d.out[:calls*2*dim]) }
+		}
+	}
 	steps := d.Schedule.Steps()
 	for i := 0; i < steps; i++ {
 		k := steps - 1 - i
@@ -100,7 +113,7 @@ func (d *Denoiser) Run(rows []DenoiseRow, x0 [][]float64, traces []diffusion.Tra
 				d.t[n+r] = tt
 			}
 		}
-		if err := d.Head.Predict(d.xt[:calls*dim], d.t[:calls], d.z[:calls*width], calls, d.out[:calls*2*dim]); err != nil {
+		if err := predict(); err != nil {
 			return err
 		}
 		for r, row := range rows {

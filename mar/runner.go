@@ -66,6 +66,8 @@ type ONNXHead struct {
 	openLoop func() (*HeadLoop, error)
 	loopOnce sync.Once
 	loopErr  error
+	// useBinding says whether the per-step path keeps z bound (see ioBindingWanted).
+	useBinding bool
 }
 
 // Close releases both graphs.
@@ -94,7 +96,7 @@ func newONNXHead(data []byte, file string, m *Manifest, opt onnxrt.SessionOption
 	if err != nil {
 		return nil, err
 	}
-	return &ONNXHead{Graph: g, dim: int(D), width: int(W)}, nil
+	return &ONNXHead{Graph: g, dim: int(D), width: int(W), useBinding: ioBindingWanted(opt.Device)}, nil
 }
 
 func (h *ONNXHead) Predict(xt, t, z []float32, n int, out []float32) error {

@@ -27,6 +27,10 @@ type Graph struct {
 	free    map[Dims][]*boundTensors // tensors no call holds, per size
 	// keep is how many distinct sizes keep their tensors before all are dropped (SetKeep)
 	keep int
+	// device is where the session runs (IO bindings place outputs there)
+	device Device
+	// bindings are the IO bindings open on the session, released by Close (g.mu)
+	bindings map[*Binding]struct{}
 }
 
 // spareSets is how many unused tensor sets of one size a graph keeps: one per call that ran
@@ -131,7 +135,8 @@ func newGraph(model modelSource, source string, opt SessionOptions, inputs, outp
 		}
 		return nil, fmt.Errorf("%s: cannot create session: %v", source, oneLine(err))
 	}
-	return &Graph{source: source, session: sess, inputs: inputs, outputs: outputs, free: map[Dims][]*boundTensors{}}, nil
+	return &Graph{source: source, session: sess, inputs: inputs, outputs: outputs, free: map[Dims][]*boundTensors{},
+		device: opt.Device, bindings: map[*Binding]struct{}{}}, nil
 }
 
 func checkIO(source, kind string, got []ort.InputOutputInfo, want []IOSpec) error {
@@ -370,7 +375,17 @@ func (g *Graph) Close() error {
 	}
 	g.mu.Lock()
 	g.dropCache()
+	open := make([]*Binding, 0, len(g.bindings))
+	for b := range g.bindings {
+		open = append(open, b)
+	}
+	clear(g.bindings)
 	g.mu.Unlock()
+	for _, b := range open { // before the session they bind goes
+		b.mu.Lock()
+		b.release()
+		b.mu.Unlock()
+	}
 	err := g.session.Destroy()
 	g.session = nil
 	return err

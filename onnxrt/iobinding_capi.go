@@ -1,0 +1,275 @@
+package onnxrt
+
+// The C API calls behind IO binding (iobinding.go), which onnxruntime_go v1.27 does not wrap.
+// As in cuda_legacy.go they go through the OrtApi function table by position: ONNX Runtime
+// only appends to that table, so positions counted in one release hold for every later 1.x.
+// The positions were counted with offsetof(OrtApi, entry)/sizeof(void *) against the
+// onnxruntime_c_api.h that onnxruntime_go v1.27.0 ships (ORT_API_VERSION 24).
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void *(*marspec_fn)();
+
+enum {
+	pos_get_error_message = 2,
+	pos_get_tensor_mutable_data = 51,
+	pos_get_tensor_element_type = 60,
+	pos_get_tensor_shape_element_count = 64,
+	pos_get_tensor_type_and_shape = 65,
+	pos_create_memory_info = 68,
+	pos_allocator_free = 76,
+	pos_get_allocator_with_default_options = 78,
+	pos_release_status = 93,
+	pos_release_memory_info = 94,
+	pos_release_value = 96,
+	pos_release_tensor_type_and_shape_info = 99,
+	pos_run_with_binding = 133,
+	pos_create_io_binding = 134,
+	pos_release_io_binding = 135,
+	pos_bind_input = 136,
+	pos_bind_output_to_device = 138,
+	pos_get_bound_output_values = 140,
+	pos_clear_bound_outputs = 142,
+	pos_synchronize_bound_inputs = 202,
+	pos_synchronize_bound_outputs = 203,
+};
+
+typedef struct {
+	const void *const *(*get_api)(uint32_t version);
+	const char *(*get_version_string)(void);
+} mb_api_base;
+
+static const void *const *mb_api;
+
+// mb_init finds the C API table of the loaded library; NULL on success, else a static message.
+static const char *mb_init(const char *lib, uint32_t version) {
+	if (mb_api != NULL) {
+		return NULL;
+	}
+	void *h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD); // loaded already: this only finds it
+	if (h == NULL) {
+		return "the onnxruntime library is not loaded";
+	}
+	const mb_api_base *(*get_base)(void) = (const mb_api_base *(*)(void))dlsym(h, "OrtGetApiBase");
+	dlclose(h);
+	if (get_base == NULL) {
+		return "OrtGetApiBase not found in the onnxruntime library";
+	}
+	const void *const *api = get_base()->get_api(version);
+	if (api == NULL) {
+		return "the onnxruntime library does not offer the C API version asked for";
+	}
+	mb_api = api;
+	return NULL;
+}
+
+// mb_status turns an OrtStatus into a message to free() (NULL: success) and releases it.
+static char *mb_status(void *status) {
+	if (status == NULL) {
+		return NULL;
+	}
+	char *copy = strdup(((const char *(*)(const void *))mb_api[pos_get_error_message])(status));
+	((void (*)(void *))mb_api[pos_release_status])(status);
+	return copy;
+}
+
+static char *mb_create_binding(void *session, void **out) {
+	return mb_status(((void *(*)(void *, void **))mb_api[pos_create_io_binding])(session, out));
+}
+
+static void mb_release_binding(void *binding) {
+	((void (*)(void *))mb_api[pos_release_io_binding])(binding);
+}
+
+// mb_memory_info makes the memory info of a device: name "Cpu" or "Cuda", device allocator,
+// default memory type.
+static char *mb_memory_info(const char *name, int id, void **out) {
+	return mb_status(((void *(*)(const char *, int, int, int, void **))mb_api[pos_create_memory_info])(name, 0, id, 0, out));
+}
+
+static void mb_release_memory_info(void *info) {
+	((void (*)(void *))mb_api[pos_release_memory_info])(info);
+}
+
+static char *mb_bind_input(void *binding, const char *name, void *value) {
+	return mb_status(((void *(*)(void *, const char *, void *))mb_api[pos_bind_input])(binding, name, value));
+}
+
+static char *mb_bind_output_to_device(void *binding, const char *name, void *info) {
+	return mb_status(((void *(*)(void *, const char *, void *))mb_api[pos_bind_output_to_device])(binding, name, info));
+}
+
+static void mb_clear_outputs(void *binding) {
+	((void (*)(void *))mb_api[pos_clear_bound_outputs])(binding);
+}
+
+// mb_run waits for the copies binding started (a CUDA provider may copy on another stream),
+// runs, and waits for the outputs, so that another session may read them.
+static char *mb_run(void *session, void *binding) {
+	char *err = mb_status(((void *(*)(void *))mb_api[pos_synchronize_bound_inputs])(binding));
+	if (err == NULL) {
+		err = mb_status(((void *(*)(void *, void *, void *))mb_api[pos_run_with_binding])(session, NULL, binding));
+	}
+	if (err == NULL) {
+		err = mb_status(((void *(*)(void *))mb_api[pos_synchronize_bound_outputs])(binding));
+	}
+	return err;
+}
+
+// mb_outputs copies the bound output values (each the caller's to release) into out, which
+// holds room for max; *count gets how many there were.
+static char *mb_outputs(void *binding, void **out, size_t max, size_t *count) {
+	void *alloc = NULL;
+	char *err = mb_status(((void *(*)(void **))mb_api[pos_get_allocator_with_default_options])(&alloc));
+	if (err != NULL) {
+		return err;
+	}
+	void **values = NULL;
+	*count = 0;
+	err = mb_status(((void *(*)(void *, void *, void ***, size_t *))mb_api[pos_get_bound_output_values])(binding, alloc, &values, count));
+	if (err != NULL) {
+		return err;
+	}
+	for (size_t i = 0; i < *count; i++) {
+		if (i < max) {
+			out[i] = values[i];
+		} else {
+			((void (*)(void *))mb_api[pos_release_value])(values[i]);
+		}
+	}
+	if (values != NULL) {
+		((void *(*)(void *, void *))mb_api[pos_allocator_free])(alloc, values);
+	}
+	return NULL;
+}
+
+static void mb_release_value(void *value) {
+	((void (*)(void *))mb_api[pos_release_value])(value);
+}
+
+// mb_tensor_data gives a tensor's data pointer, element type and element count.
+static char *mb_tensor_data(void *value, void **data, int *type, size_t *count) {
+	char *err = mb_status(((void *(*)(void *, void **))mb_api[pos_get_tensor_mutable_data])(value, data));
+	if (err != NULL) {
+		return err;
+	}
+	void *info = NULL;
+	err = mb_status(((void *(*)(void *, void **))mb_api[pos_get_tensor_type_and_shape])(value, &info));
+	if (err != NULL) {
+		return err;
+	}
+	err = mb_status(((void *(*)(void *, int *))mb_api[pos_get_tensor_element_type])(info, type));
+	if (err == NULL) {
+		err = mb_status(((void *(*)(void *, size_t *))mb_api[pos_get_tensor_shape_element_count])(info, count));
+	}
+	((void (*)(void *))mb_api[pos_release_tensor_type_and_shape_info])(info);
+	return err;
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"sync"
+	"unsafe"
+)
+
+var (
+	capiOnce sync.Once
+	capiErr  error
+)
+
+// capi makes sure the C API table is found (after Init loaded the library).
+func capi() error {
+	capiOnce.Do(func() {
+		lib := C.CString(LoadedLib())
+		defer C.free(unsafe.Pointer(lib))
+		if msg := C.mb_init(lib, C.uint32_t(apiVersion)); msg != nil {
+			capiErr = errors.New(C.GoString(msg))
+		}
+	})
+	return capiErr
+}
+
+// status turns a message from the C side into an error (nil: success).
+func status(msg *C.char) error {
+	if msg == nil {
+		return nil
+	}
+	defer C.free(unsafe.Pointer(msg))
+	return errors.New(C.GoString(msg))
+}
+
+// C element types (ONNXTensorElementDataType) that Read copies out.
+const (
+	elemFloat  = 1
+	elemDouble = 11
+)
+
+// The wrappers below take and return the C objects as unsafe.Pointer (OrtSession, OrtIoBinding,
+// OrtMemoryInfo, OrtValue).
+
+func createBinding(session unsafe.Pointer) (unsafe.Pointer, error) {
+	var out unsafe.Pointer
+	err := status(C.mb_create_binding(session, &out))
+	return out, err
+}
+
+func releaseBinding(binding unsafe.Pointer) { C.mb_release_binding(binding) }
+
+// newMemoryInfo describes a device's memory: name "Cpu" or "Cuda", GPU number id.
+func newMemoryInfo(name string, id int) (unsafe.Pointer, error) {
+	cName := C.CString(name)
+	defer C.free(unsafe.Pointer(cName))
+	var out unsafe.Pointer
+	err := status(C.mb_memory_info(cName, C.int(id), &out))
+	return out, err
+}
+
+func releaseMemoryInfo(info unsafe.Pointer) { C.mb_release_memory_info(info) }
+
+func bindInput(binding unsafe.Pointer, name string, value unsafe.Pointer) error {
+	cName := C.CString(name)
+	defer C.free(unsafe.Pointer(cName))
+	return status(C.mb_bind_input(binding, cName, value))
+}
+
+func bindOutputToDevice(binding unsafe.Pointer, name string, info unsafe.Pointer) error {
+	cName := C.CString(name)
+	defer C.free(unsafe.Pointer(cName))
+	return status(C.mb_bind_output_to_device(binding, cName, info))
+}
+
+func clearBoundOutputs(binding unsafe.Pointer) { C.mb_clear_outputs(binding) }
+
+func runWithBinding(session, binding unsafe.Pointer) error {
+	return status(C.mb_run(session, binding))
+}
+
+// boundOutputs are the values of the last run's outputs, each the caller's to release (at most
+// max kept, the rest released).
+func boundOutputs(binding unsafe.Pointer, max int) ([]unsafe.Pointer, error) {
+	out := make([]unsafe.Pointer, max+1)
+	var count C.size_t
+	if err := status(C.mb_outputs(binding, &out[0], C.size_t(max), &count)); err != nil {
+		return nil, err
+	}
+	return out[:min(int(count), max)], nil
+}
+
+func releaseValue(v unsafe.Pointer) { C.mb_release_value(v) }
+
+// tensorData is a tensor's data pointer, element type and element count.
+func tensorData(v unsafe.Pointer) (unsafe.Pointer, int, int, error) {
+	var data unsafe.Pointer
+	var typ C.int
+	var n C.size_t
+	err := status(C.mb_tensor_data(v, &data, &typ, &n))
+	return data, int(typ), int(n), err
+}
