@@ -83,7 +83,7 @@ def pack_graphs(manifest):
     if manifest.get("tokenizer", {}).get("graph"):
         names.append(manifest["tokenizer"]["graph"])
     for spec in manifest.get("precisions", {}).values():
-        names.extend(spec[key] for key in ("transformer", "head", "head_loop", "cached") if spec.get(key))
+        names.extend(spec[key] for key in ("transformer", "head", "head_loop", "transformer_cached") if spec.get(key))
     return list(dict.fromkeys(names))
 
 

@@ -24,6 +24,11 @@ import sys
 
 import numpy as np
 import onnx
+
+try:  # imported as packs.NAME, or run as a script from scripts/packs
+    from packs import aligned_weights
+except ImportError:
+    import aligned_weights
 from onnx import TensorProto, helper, numpy_helper
 
 FORMAT = "marspec-head-loop/1"
@@ -313,6 +318,7 @@ def main(packs):
     for pack in packs:
         _, per_step, total = add_to_pack(pack)
         print(f"{pack}: head_loop.onnx ({per_step} head nodes per step, {total} in head.onnx)")
+        aligned_weights.align_pack(pack)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,11 @@ import sys
 
 import numpy as np
 import onnx
+
+try:  # imported as packs.NAME, or run as a script from scripts/packs
+    from packs import aligned_weights
+except ImportError:
+    import aligned_weights
 from onnx import TensorProto, helper, numpy_helper
 
 PRECISION = "fp16"
@@ -356,8 +361,6 @@ def main(argv):
     man_path = os.path.join(pack, "manifest.json")
     with open(man_path) as f:
         manifest = json.load(f)
-    if os.path.exists(os.path.join(pack, "transformer.onnx.data")):
-        raise SystemExit(f"{pack}: the transformer's weights are external (transformer.onnx.data); not supported")
     keep = re.compile(args.keep) if args.keep else None
     entry, checks = {}, {}
     record = {"scheme": SCHEME, "min_dim": args.min_dim, "fp32_layers": {}}
@@ -370,7 +373,7 @@ def main(argv):
         record["fp32_layers"][role] = list(dict.fromkeys(kept))  # a fused head names each layer twice (guided and not)
         if args.cpu_check:
             checks[file] = cpu_check_model(model, fp16_values)
-        before, after = os.path.getsize(os.path.join(pack, file)), os.path.getsize(os.path.join(pack, out))
+        before, after = aligned_weights.graph_bytes(pack, file), aligned_weights.graph_bytes(pack, out)
         print(f"{pack}/{out}: {len(lowered)} MatMul/Gemm fp16, {len(kept)} kept fp32, "
               f"{before / 1e6:.2f} MB -> {after / 1e6:.2f} MB")
     entry["quantization"] = record
@@ -378,6 +381,7 @@ def main(argv):
     with open(man_path, "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
+    aligned_weights.align_pack(pack)  # the new graphs' weights mapped, not copied, when large
     if args.cpu_check:
         write_cpu_check(pack, manifest, checks, args.cpu_check)
 
