@@ -90,6 +90,8 @@ type running struct {
 	// tokensAtStart were done when the job started (a resumed job's images): not this run's
 	// work, so left out of its rate.
 	tokensAtStart int
+	storing       int   // images finished and handed to the storer, not yet stored (counted in inFlight)
+	stop          error // why it ends once storing is 0 (worker.end); no image of it joins meanwhile
 	cancelled     bool
 	ending        bool // ended; its Finished is being told (it leaves jobs after)
 	knownToken    int
@@ -145,10 +147,12 @@ func (s *Scheduler) submit(job Job, bounded bool) error {
 	s.queue = byRank(s.queue, r)
 	w := s.workers[r.group]
 	if w == nil {
-		w = &worker{s: s, key: r.group, wake: make(chan struct{}, 1)}
+		w = &worker{s: s, key: r.group, wake: make(chan struct{}, 1), stored: make(chan storeBatch, stepQueue),
+			storing: make(chan struct{}, storeQueue), alone: r.alone}
 		s.workers[r.group] = w
-		s.wg.Add(1)
+		s.wg.Add(2)
 		go w.run()
+		go w.storeLoop()
 	}
 	w.pending = byRank(w.pending, r)
 	w.poke()

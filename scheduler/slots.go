@@ -44,7 +44,7 @@ func (s *Scheduler) head() *running {
 			continue
 		}
 		keep = append(keep, r)
-		if first == nil && !r.cancelled {
+		if first == nil && !r.cancelled && r.stop == nil {
 			first = r
 		}
 	}

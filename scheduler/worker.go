@@ -23,6 +23,16 @@ type worker struct {
 	pending []*running // jobs with images to run, in rank order (queueorder.go); guarded by s.mu
 	eng     *laneSet   // nil while nothing is in flight
 	notes   []note     // for the sink, in order; guarded by s.mu
+	// stored takes finished images to storeLoop, which stores them while the engine steps on;
+	// storing holds one token per batch of images not yet stored (storeQueue)
+	stored  chan storeBatch
+	storing chan struct{}
+	// alone: the group is one job whose images depend on their batch-mates; it stores each
+	// step's images before the next step, as it would alone, so it refills its slots alike
+	alone bool
+	// unstored are jobs whose image could not be stored: storeLoop ended them, the worker
+	// takes their images out of its engine (the engine is the worker's alone); guarded by s.mu
+	unstored []string
 }
 
 // note is one sink call waiting for the lock to be released: a start, progress or an end.
@@ -70,6 +80,7 @@ func (w *worker) poke() {
 
 func (w *worker) run() {
 	defer w.s.wg.Done()
+	defer close(w.stored) // storeLoop stores what it was given, then ends
 	for {
 		select {
 		case <-w.s.quit:
@@ -114,8 +125,16 @@ func (w *worker) run() {
 			w.tell()
 			continue
 		}
-		w.deliver(done)
-		w.tell()
+		b := w.batch(done)
+		if w.alone { // refill its slots as it would alone: after the images are stored (slots.go)
+			w.deliver(b)
+			w.tell()
+			continue
+		}
+		if len(b.done) > 0 {
+			w.storing <- struct{}{} // released by storeLoop once stored
+		}
+		w.stored <- b
 	}
 }
 
@@ -127,13 +146,21 @@ func (w *worker) admit() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
+	for _, id := range w.unstored {
+		if w.eng != nil {
+			w.eng.remove(id)
+		}
+	}
+	w.unstored = nil
 	keep := w.pending[:0]
 	for _, r := range w.pending {
 		if r.cancelled {
 			if w.eng != nil {
 				w.eng.remove(r.job.ID)
 			}
-			w.end(r, ErrCancelled)
+			if w.end(r, ErrCancelled); !r.ending {
+				keep = append(keep, r) // ends when its images being stored are (end)
+			}
 			continue
 		}
 		if r.expired(now) {
@@ -207,37 +234,102 @@ func (w *worker) othersInFlight(r *running) bool {
 	return false
 }
 
-// deliver stores finished images, reports progress and ends complete jobs.
-func (w *worker) deliver(done []finished) {
+// storeQueue is how many engine steps' finished images may wait for the storer: the engine
+// steps on while they are written (an image's file and record, fsynced, cost about as much as
+// a step of the default request), and blocks when the storer falls this far behind. Waiting
+// images keep their slots, so the bound on images in flight holds. Steps that finish no image
+// hand over only their progress, up to stepQueue of them.
+const (
+	storeQueue = 2
+	stepQueue  = 64
+)
+
+// storeBatch is one step's finished images, with each job's tokens done at that step.
+type storeBatch struct {
+	done   []finished
+	tokens map[string]int
+}
+
+// batch makes a step's finished images ready for the storer. The tokens each job has done are
+// counted here, where every image is in one place (stored, waiting to be stored, or in the
+// engine), so progress never counts an image twice or goes back.
+func (w *worker) batch(done []finished) storeBatch {
 	s := w.s
+	known := w.eng.known()
+	s.mu.Lock()
 	for _, d := range done {
+		if r := s.jobs[d.job]; r != nil && !r.ending {
+			r.storing++
+		}
+	}
+	tokens := make(map[string]int, len(w.pending))
+	for _, r := range w.pending {
+		tokens[r.job.ID] = (r.done+r.storing)*r.job.Plan.SeqLen + known[r.job.ID]
+	}
+	s.mu.Unlock()
+	return storeBatch{done: done, tokens: tokens}
+}
+
+// storeLoop stores the images the worker hands off, in step order, reports progress and ends
+// complete jobs; one per worker, so a job's images, progress and end reach the sink in order.
+func (w *worker) storeLoop() {
+	defer w.s.wg.Done()
+	for b := range w.stored {
+		w.deliver(b)
+		if len(b.done) > 0 {
+			<-w.storing
+		}
+		w.tell()
+		w.poke() // slots were freed and jobs may have ended: the worker admits or retires
+	}
+}
+
+// deliver stores finished images, reports progress and ends complete jobs.
+func (w *worker) deliver(b storeBatch) {
+	s := w.s
+	for _, d := range b.done {
 		s.mu.Lock()
 		r := s.jobs[d.job]
 		s.mu.Unlock()
 		if r == nil || r.ending {
 			continue
 		}
+		if r.stop != nil { // ended while its images waited: store none after the end
+			s.mu.Lock()
+			r.inFlight--
+			r.storing--
+			s.mu.Unlock()
+			continue
+		}
 		d.img.Seconds = s.now().Sub(r.start).Seconds()
 		err := s.cfg.Sink.Image(d.job, d.img) // outside the lock: it writes files
 		s.mu.Lock()
 		r.inFlight--
+		r.storing--
 		r.done++
 		if err != nil {
-			w.eng.remove(r.job.ID)
+			w.unstored = append(w.unstored, r.job.ID)
 			w.end(r, fmt.Errorf("storing image %d: %w", d.img.Index, err))
 		}
 		s.mu.Unlock()
 	}
-	known := w.eng.known()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range w.pending {
 		if s.jobs[r.job.ID] != r || r.ending {
 			continue
 		}
+		if r.stop != nil {
+			w.end(r, r.stop) // once none of its images is being stored
+			continue
+		}
 		L := r.job.Plan.SeqLen
 		total := r.job.Plan.Images()
-		p := api.Progress{ImagesDone: r.done, ImagesTotal: total, TokensDone: r.done*L + known[r.job.ID], TokensTotal: total * L}
+		tokens, ok := b.tokens[r.job.ID]
+		if !ok { // joined after this step
+			tokens = r.done * L
+		}
+		p := api.Progress{ImagesDone: r.done, ImagesTotal: total, TokensDone: max(tokens, r.done*L), TokensTotal: total * L}
 		p.Fraction = float64(p.TokensDone) / float64(max(1, p.TokensTotal))
 		if r.started { // a job waiting for slots has no start to count from (a resumed one has tokens)
 			withRate(&p, p.TokensDone-r.tokensAtStart, s.now().Sub(r.start))
@@ -251,9 +343,17 @@ func (w *worker) deliver(done []finished) {
 	s.wakeHead(w) // slots were freed: the head may be another group's
 }
 
-// end finishes a job once (s.mu held); tell reports it.
+// end finishes a job once (s.mu held); tell reports it. A job whose images wait for the
+// storer ends when they are stored or dropped (deliver): the sink never gets an image of a job
+// after its end, and a cancelled job's images are not written after it is gone.
 func (w *worker) end(r *running, err error) {
 	if w.s.jobs[r.job.ID] != r || r.ending {
+		return
+	}
+	if r.storing > 0 {
+		if r.stop == nil {
+			r.stop = err
+		}
 		return
 	}
 	r.ending = true
@@ -277,10 +377,14 @@ func (w *worker) failAll(err error) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	keep := w.pending[:0]
 	for _, r := range w.pending {
-		w.end(r, err)
+		if w.end(r, err); !r.ending {
+			keep = append(keep, r) // ends when its images being stored are (end)
+		}
 	}
-	w.pending = nil
+	clear(w.pending[len(keep):])
+	w.pending = keep
 	w.eng = nil
 	s.wakeHead(w)
 }

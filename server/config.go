@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +32,7 @@ type Config struct {
 	ORTTuning    onnxrt.Tuning
 	QueueSize    int
 	MaxBatch     int
-	Lanes        int // engines per group stepped side by side (EngineLanes); 0 = by the device
+	Lanes        int // engines per group stepped side by side (scheduler/lanes.go)
 	MaxImages    int
 	MaxWait      time.Duration
 	BodyLimit    int64
@@ -112,7 +111,7 @@ func (c *Config) bind(fs *flag.FlagSet, lookup func(string) (string, bool)) erro
 	s(&c.Precisions, "precisions", "PRECISIONS", "", "precisions a request may name, comma-separated (e.g. fp32 to refuse int8); empty = every one the packs have graphs for")
 	n(&c.QueueSize, "queue", "QUEUE", 64, "jobs accepted and not finished; more get 503")
 	n(&c.MaxBatch, "max-batch", "MAX_BATCH", 32, "images in flight on this server, all engine groups (packs, precisions, modes) together")
-	n(&c.Lanes, "lanes", "LANES", 0, "engines a group of merged requests steps side by side, its images split between them, so every CPU core has a step to run (0 = one per core up to 4 on --device cpu, 1 on cuda)")
+	n(&c.Lanes, "lanes", "LANES", 1, "engines a group of merged requests steps side by side, its images split between them (1: one engine; more was no faster on 2 cores)")
 	n(&c.MaxImages, "max-images", "MAX_IMAGES", 256, "images per request")
 	d(&c.MaxWait, "max-wait", "MAX_WAIT", time.Minute, "longest ?wait= a request may ask for")
 	bodyEnv := env("BODY_LIMIT", "65536")
@@ -166,7 +165,7 @@ func (c *Config) Check() error {
 	case c.MaxBatch < 1 || c.MaxBatch > 1024:
 		return fmt.Errorf("--max-batch %d out of range (allowed: 1 to 1024)", c.MaxBatch)
 	case c.Lanes < 0 || c.Lanes > 64:
-		return fmt.Errorf("--lanes %d out of range (allowed: 0 to 64; 0 = by the device)", c.Lanes)
+		return fmt.Errorf("--lanes %d out of range (allowed: 1 to 64)", c.Lanes)
 	case c.MaxImages < 1 || c.MaxImages > 10000:
 		return fmt.Errorf("--max-images %d out of range (allowed: 1 to 10000)", c.MaxImages)
 	case c.BodyLimit < 1024 || c.BodyLimit > 64<<20:
@@ -213,14 +212,6 @@ func checkAddr(addr string) error {
 	return nil
 }
 
-// EngineLanes is --lanes, or when 0 one lane per CPU core up to 4 on the CPU (each lane keeps
-// about one core busy: scheduler/lanes.go) and one on a GPU, which runs one call at a time.
-func (c *Config) EngineLanes() int {
-	if c.Lanes > 0 {
-		return c.Lanes
-	}
-	if strings.HasPrefix(c.Device, "cuda") {
-		return 1
-	}
-	return min(runtime.NumCPU(), 4)
-}
+// EngineLanes is --lanes (0: one). A second lane was no faster for the default request on
+// two cores (docs/BENCHMARKS.md, "The service under load"), so one is the default.
+func (c *Config) EngineLanes() int { return max(c.Lanes, 1) }

@@ -31,7 +31,7 @@ func runLoadtest(args []string) error {
 	fs.StringVar(&p.CrossBatch, "cross-batch", "both", "in-process server: on, off (one request per batch) or both, side by side")
 	fs.Uint64Var(&m.Seed, "seed", 1, "seed of the request mix (classes, counts) and of the requests")
 	fs.IntVar(&p.Local.MaxBatch, "max-batch", 32, "in-process server: images in flight, all engine groups together")
-	fs.IntVar(&p.Local.Lanes, "lanes", 0, "in-process server: engines a group steps side by side (0 = one per core up to 4 on the CPU)")
+	fs.IntVar(&p.Local.Lanes, "lanes", 1, "in-process server: engines a group steps side by side")
 	fs.IntVar(&p.Local.QueueSize, "queue", 64, "in-process server: queue bound")
 	fs.StringVar(&p.Local.Target, "target", "target", "in-process server: target pack")
 	fs.StringVar(&p.Local.Draft, "draft", "draft", "in-process server: draft pack (opened for mode spec only)")
