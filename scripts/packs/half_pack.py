@@ -53,8 +53,10 @@ import onnx
 
 try:  # imported as packs.NAME, or run as a script from scripts/packs
     from packs import aligned_weights
+    from packs.quantize_pack import graph_files, variant_name
 except ImportError:
     import aligned_weights
+    from quantize_pack import graph_files, variant_name
 from onnx import TensorProto, helper, numpy_helper
 
 PRECISION = "fp16"
@@ -329,20 +331,6 @@ def cpu_check_model(model, fp16_values):
     return m
 
 
-def graph_files(manifest):
-    files = {"transformer": "transformer.onnx", "head": "head.onnx"}
-    if manifest.get("head_loop"):
-        files["head_loop"] = manifest["head_loop"]["file"]
-    if manifest.get("cache"):
-        files["transformer_cached"] = manifest["cache"]["file"]
-    return files
-
-
-def variant_name(file):
-    stem, ext = os.path.splitext(file)
-    return f"{stem}.{PRECISION}{ext}"
-
-
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("pack")
@@ -367,7 +355,7 @@ def main(argv):
     for role, file in graph_files(manifest).items():
         model = onnx.load(os.path.join(pack, file))
         lowered, kept, fp16_values = half_model(model, args.min_dim, keep)
-        out = variant_name(file)
+        out = variant_name(file, PRECISION)
         onnx.save(model, os.path.join(pack, out))
         entry[role] = out
         record["fp32_layers"][role] = list(dict.fromkeys(kept))  # a fused head names each layer twice (guided and not)

@@ -223,9 +223,10 @@ def graph_files(manifest):
     return files
 
 
-def variant_name(file):
+def variant_name(file, precision=PRECISION):
+    """transformer.onnx -> transformer.int8.onnx (or the precision given)."""
     stem, ext = os.path.splitext(file)
-    return f"{stem}.{PRECISION}{ext}"
+    return f"{stem}.{precision}{ext}"
 
 
 def main(argv):
