@@ -326,15 +326,16 @@ func TestMergedImagesMatchAlone(t *testing.T) {
 	if err != nil || alone.Status != api.StatusSucceeded {
 		t.Fatalf("%+v %v", alone, err)
 	}
-	// The first job is held after its first image; the others queue behind it and then join
-	// one batch: 4 + 6 + 6 = 16 images.
-	ts := start(t, "", true, func(c *Config) { c.MaxBatch = 16 })
+	// The scheduler holds the jobs until all four are queued; they then start merged: 6 + 4 + 6
+	// of them in the first batch of 16 (a held sink no longer holds the engine: images are
+	// stored beside the steps).
+	ts := start(t, "", false, func(c *Config) { c.MaxBatch = 16 })
+	release := ts.sched.Hold()
 	other := api.GenerateRequest{Class: api.Classes{"all"}, N: 2, Mode: "target"}
 	first, err := ts.client.Generate(ctx, other, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-ts.gate.stored
 	merged, err := ts.client.Generate(ctx, req, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +348,7 @@ func TestMergedImagesMatchAlone(t *testing.T) {
 		}
 		ids = append(ids, g.ID)
 	}
-	ts.gate.release()
+	release()
 	for _, id := range ids {
 		if g := ts.waitEnd(t, id); g.Status != api.StatusSucceeded {
 			t.Fatalf("%s: %s %s", id, g.Status, g.Error)
