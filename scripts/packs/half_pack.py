@@ -52,11 +52,9 @@ import numpy as np
 import onnx
 
 try:  # imported as packs.NAME, or run as a script from scripts/packs
-    from packs import aligned_weights
-    from packs.quantize_pack import graph_files, variant_name
+    from packs.quantize_pack import attr, write_variants
 except ImportError:
-    import aligned_weights
-    from quantize_pack import graph_files, variant_name
+    from quantize_pack import attr, write_variants
 from onnx import TensorProto, helper, numpy_helper
 
 PRECISION = "fp16"
@@ -70,13 +68,6 @@ FOLLOW = {"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Erf", "Tanh", "Sigmoid", "R
           "Squeeze", "Unsqueeze", "Expand", "Tile", "Identity", "Flatten"}
 # Ops that read a tensor of any type without computing on its values.
 ANY_TYPE = {"Shape", "Size", "Cast"}
-
-
-def attr(node, name, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
 
 
 def graph_attrs(node):
@@ -346,30 +337,16 @@ def main(argv):
     if args.out:
         shutil.copytree(pack, args.out)
         pack = args.out
-    man_path = os.path.join(pack, "manifest.json")
-    with open(man_path) as f:
-        manifest = json.load(f)
     keep = re.compile(args.keep) if args.keep else None
-    entry, checks = {}, {}
-    record = {"scheme": SCHEME, "min_dim": args.min_dim, "fp32_layers": {}}
-    for role, file in graph_files(manifest).items():
-        model = onnx.load(os.path.join(pack, file))
+    checks = {}
+
+    def convert(file, model):
         lowered, kept, fp16_values = half_model(model, args.min_dim, keep)
-        out = variant_name(file, PRECISION)
-        onnx.save(model, os.path.join(pack, out))
-        entry[role] = out
-        record["fp32_layers"][role] = list(dict.fromkeys(kept))  # a fused head names each layer twice (guided and not)
         if args.cpu_check:
-            checks[file] = cpu_check_model(model, fp16_values)
-        before, after = aligned_weights.graph_bytes(pack, file), aligned_weights.graph_bytes(pack, out)
-        print(f"{pack}/{out}: {len(lowered)} MatMul/Gemm fp16, {len(kept)} kept fp32, "
-              f"{before / 1e6:.2f} MB -> {after / 1e6:.2f} MB")
-    entry["quantization"] = record
-    manifest.setdefault("precisions", {})[PRECISION] = entry
-    with open(man_path, "w") as f:
-        json.dump(manifest, f, indent=2)
-        f.write("\n")
-    aligned_weights.align_pack(pack)  # the new graphs' weights mapped, not copied, when large
+            checks[file] = cpu_check_model(model, fp16_values)  # a copy: model stays the fp16 graph
+        return lowered, kept
+
+    manifest = write_variants(pack, PRECISION, SCHEME, args.min_dim, convert)
     if args.cpu_check:
         write_cpu_check(pack, manifest, checks, args.cpu_check)
 

@@ -242,28 +242,37 @@ def main(argv):
             raise SystemExit(f"--out {args.out} exists: give a new folder (or no --out to write into {pack})")
         shutil.copytree(pack, args.out)
         pack = args.out
+    keep = re.compile(args.keep) if args.keep else None
+    write_variants(pack, PRECISION, SCHEME, args.min_dim, lambda file, model: quantize_model(model, args.min_dim, keep))
+
+
+def write_variants(pack, precision, scheme, min_dim, convert):
+    """Writes a variant of each of PACK's graphs at precision (transformer.PRECISION.onnx, ...)
+    and names them in the manifest under precisions; convert(file, model) changes a loaded
+    fp32 graph in place and returns the MatMul/Gemm nodes it converted and those it kept fp32.
+    Large graphs then get page-aligned weights. Returns the manifest written."""
     man_path = os.path.join(pack, "manifest.json")
     with open(man_path) as f:
         manifest = json.load(f)
-    keep = re.compile(args.keep) if args.keep else None
     entry = {}
-    record = {"scheme": SCHEME, "min_dim": args.min_dim, "fp32_layers": {}}
+    record = {"scheme": scheme, "min_dim": min_dim, "fp32_layers": {}}
     for role, file in graph_files(manifest).items():
         model = onnx.load(os.path.join(pack, file))
-        quantized, kept = quantize_model(model, args.min_dim, keep)
-        out = variant_name(file)
+        converted, kept = convert(file, model)
+        out = variant_name(file, precision)
         onnx.save(model, os.path.join(pack, out))
         entry[role] = out
         record["fp32_layers"][role] = list(dict.fromkeys(kept))  # a fused head names each layer twice (guided and not)
         before, after = aligned_weights.graph_bytes(pack, file), aligned_weights.graph_bytes(pack, out)
-        print(f"{pack}/{out}: {len(quantized)} MatMul/Gemm int8, {len(kept)} kept fp32, "
+        print(f"{pack}/{out}: {len(converted)} MatMul/Gemm {precision}, {len(kept)} kept fp32, "
               f"{before / 1e6:.2f} MB -> {after / 1e6:.2f} MB")
     entry["quantization"] = record
-    manifest.setdefault("precisions", {})[PRECISION] = entry
+    manifest.setdefault("precisions", {})[precision] = entry
     with open(man_path, "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
     aligned_weights.align_pack(pack)  # the new graphs' weights mapped, not copied, when large
+    return manifest
 
 
 if __name__ == "__main__":
