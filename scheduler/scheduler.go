@@ -58,7 +58,7 @@ type Config struct {
 	// OnStep, if set, is told the batch size of every engine step (metrics).
 	OnStep func(group string, images int)
 	// Lanes is how many engines a group steps side by side, its images split between them
-	// (lanes.go): about one per CPU core. 0 or 1: one engine per group.
+	// (lanes.go); 0 or 1: one engine per group (a second was no faster on two cores).
 	Lanes int
 }
 
@@ -94,16 +94,6 @@ type running struct {
 	stop          error // why it ends once storing is 0 (worker.end); no image of it joins meanwhile
 	cancelled     bool
 	ending        bool // ended; its Finished is being told (it leaves jobs after)
-	knownToken    int
-}
-
-// lanesFor is how many lanes r's group may use: one when its images depend on their
-// batch-mates (alone), else Config.Lanes.
-func (s *Scheduler) lanesFor(r *running) int {
-	if r.alone {
-		return 1
-	}
-	return max(s.cfg.Lanes, 1)
 }
 
 // New starts a scheduler.

@@ -205,7 +205,7 @@ func (w *worker) admit() error {
 func (w *worker) join(r *running, n int) error {
 	for ; n > 0 && r.left > 0; n-- {
 		if w.eng == nil {
-			w.eng = newLaneSet(w.s.lanesFor(r))
+			w.eng = newLaneSet(w.lanes())
 		}
 		if err := w.eng.add(w.s.cfg.Models, r.job.ID, &r.job.Plan, r.next); err != nil {
 			return err
@@ -248,6 +248,15 @@ const (
 type storeBatch struct {
 	done   []finished
 	tokens map[string]int
+}
+
+// lanes is how many engines the group may step side by side: one when its images depend on
+// their batch-mates (alone), else Config.Lanes (newLaneSet takes 0 as one).
+func (w *worker) lanes() int {
+	if w.alone {
+		return 1
+	}
+	return w.s.cfg.Lanes
 }
 
 // batch makes a step's finished images ready for the storer. The tokens each job has done are

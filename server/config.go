@@ -211,7 +211,3 @@ func checkAddr(addr string) error {
 	}
 	return nil
 }
-
-// EngineLanes is --lanes (0: one). A second lane was no faster for the default request on
-// two cores (docs/BENCHMARKS.md, "The service under load"), so one is the default.
-func (c *Config) EngineLanes() int { return max(c.Lanes, 1) }

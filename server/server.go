@@ -61,7 +61,7 @@ func New(cfg Config, d Deps) *Server {
 	s.keys = newKeyring(cfg, newKeyMetrics(s.metrics.reg))
 	s.ret = newRetention(s)
 	s.hub = newHub(s)
-	s.sched = scheduler.New(scheduler.Config{Models: d.Models, Sink: s.hub, QueueSize: cfg.QueueSize, MaxBatch: cfg.MaxBatch, Lanes: cfg.EngineLanes(),
+	s.sched = scheduler.New(scheduler.Config{Models: d.Models, Sink: s.hub, QueueSize: cfg.QueueSize, MaxBatch: cfg.MaxBatch, Lanes: cfg.Lanes,
 		Isolate: !cfg.CrossBatch, OnStep: func(_ string, n int) { s.metrics.batch.Observe(float64(n)) }})
 	s.metrics.queueDepth(s.sched.Depth)
 	s.metrics.openingMemo(d.Models)
