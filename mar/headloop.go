@@ -27,6 +27,8 @@ const (
 type HeadLoop struct {
 	*onnxrt.Graph
 	dim, width int
+	// steps and halves are fixed by an unrolled graph (0: any)
+	steps, halves int
 }
 
 // LoopInputs are the fused graph's input tensors, filled in place. Rows: N tokens, S steps,
@@ -55,18 +57,28 @@ func NewHeadLoop(data []byte, m *Manifest, opt onnxrt.SessionOptions, source str
 
 // newHeadLoop opens the graph from file when it is set.
 func newHeadLoop(data []byte, file string, m *Manifest, opt onnxrt.SessionOptions, source string) (*HeadLoop, error) {
+	return newHeadLoopFixed(data, file, m, opt, source, 0, 0)
+}
+
+// newHeadLoopFixed opens a fused graph whose step count and halves are fixed (an unrolled
+// graph, UnrolledLoop), or free where they are 0.
+func newHeadLoopFixed(data []byte, file string, m *Manifest, opt onnxrt.SessionOptions, source string, steps, halves int) (*HeadLoop, error) {
 	D, W := int64(m.TokenDim), int64(m.Width)
+	S, G := int64(-2), int64(-3)
+	if steps > 0 {
+		S, G = int64(steps), int64(halves)
+	}
 	f64 := func(name string, shape ...int64) onnxrt.IOSpec {
 		return onnxrt.IOSpec{Name: name, Float64: true, Shape: shape}
 	}
 	g, err := openGraph(data, file, source, opt,
-		[]onnxrt.IOSpec{f64("x_T", -1, D), f64("noise", -2, -1, D), {Name: "z", Shape: []int64{-3, -1, W}},
-			f64("cfg", -1, 1), {Name: "t", Shape: []int64{-2}}, f64("coef", -2, numCoefs), f64("clip", 2)},
-		[]onnxrt.IOSpec{f64("x0", -1, D), f64("last_mean", -1, D), f64("half_log_var", -2, -1, D)})
+		[]onnxrt.IOSpec{f64("x_T", -1, D), f64("noise", S, -1, D), {Name: "z", Shape: []int64{G, -1, W}},
+			f64("cfg", -1, 1), {Name: "t", Shape: []int64{S}}, f64("coef", S, numCoefs), f64("clip", 2)},
+		[]onnxrt.IOSpec{f64("x0", -1, D), f64("last_mean", -1, D), f64("half_log_var", S, -1, D)})
 	if err != nil {
 		return nil, err
 	}
-	return &HeadLoop{g, int(D), int(W)}, nil
+	return &HeadLoop{Graph: g, dim: int(D), width: int(W), steps: steps, halves: halves}, nil
 }
 
 // RunLoop samples n tokens over steps steps (halves 2 under guidance): fill writes the
@@ -74,6 +86,9 @@ func newHeadLoop(data []byte, file string, m *Manifest, opt onnxrt.SessionOption
 func (h *HeadLoop) RunLoop(n, steps, halves int, fill func(LoopInputs), read func(LoopOutputs)) error {
 	if halves != 1 && halves != 2 {
 		return fmt.Errorf("%s: %d halves, want 1 or 2", h.Source(), halves)
+	}
+	if h.steps > 0 && (steps != h.steps || halves != h.halves) {
+		return fmt.Errorf("%s: unrolled for %d steps and %d halves, called with %d and %d", h.Source(), h.steps, h.halves, steps, halves)
 	}
 	return h.RunDims(onnxrt.Dims{n, steps, halves, 1}, func(in, _ onnxrt.Tensors) error {
 		fill(LoopInputs{XT: in.F64(0), Noise: in.F64(1), Z: in.F32(2), CFG: in.F64(3), T: in.F32(4), Coef: in.F64(5), Clip: in.F64(6)})
@@ -100,7 +115,15 @@ func (h *ONNXHead) HeadLoop() LoopRunner {
 	if !h.useLoop || h.loop == nil {
 		return nil // not a typed nil, which callers would take for a graph
 	}
-	return h.loop
+	return h.fused()
+}
+
+// fused is the rolled graph with the unrolled ones sampling takes where they fit.
+func (h *ONNXHead) fused() LoopRunner {
+	if len(h.unrolled) == 0 {
+		return h.loop
+	}
+	return &fusedLoops{rolled: h.loop, unrolled: h.unrolled}
 }
 
 // FusedLoop is the pack's fused graph whether or not sampling uses it (bench --profile and
@@ -119,7 +142,7 @@ func (h *ONNXHead) FusedLoop() (LoopRunner, error) {
 	if h.loop == nil {
 		return nil, nil
 	}
-	return h.loop, nil
+	return h.fused(), nil
 }
 
 // headLoopWanted decides whether sampling uses a pack's fused reverse diffusion. Measured on

@@ -54,6 +54,8 @@ type Manifest struct {
 	HeadLoop *struct {
 		File   string `json:"file"`
 		Format string `json:"format"`
+		// Unrolled are the same graph unrolled for given step counts (scripts/packs/unroll_head.py)
+		Unrolled []UnrolledLoop `json:"unrolled,omitempty"`
 	} `json:"head_loop,omitempty"`
 	// EarlyExit names the optional early-exit draft graphs (mar/earlyexit.go).
 	EarlyExit *EarlyExitSpec `json:"early_exit,omitempty"`
@@ -102,6 +104,8 @@ type Pack struct {
 	// headLoopErr is a named but unreadable fused graph, reported by Open after the other
 	// graphs so errors come in the order transformer, head, fused head.
 	headLoopErr error
+	// unrolled are the fused head's unrolled graphs at the pack's precision
+	unrolled []unrolledGraph
 }
 
 // SeqLen is L, the number of tokens per image.
@@ -179,6 +183,9 @@ func (m *Manifest) validate() error {
 			return fmt.Errorf("head_loop format %q unsupported (allowed: %s)", h.Format, HeadLoopFormat)
 		case h.File == "" || h.File != path.Base(h.File) || strings.ContainsRune(h.File, '\\') || !strings.HasSuffix(h.File, ".onnx"):
 			return fmt.Errorf("head_loop file %q: want a file name in the pack folder ending in .onnx", h.File)
+		}
+		if err := validateUnrolled(m, "head_loop unrolled", h.Unrolled); err != nil {
+			return err
 		}
 	}
 	if x := m.EarlyExit; x != nil {
@@ -293,6 +300,16 @@ func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 		if p.HeadLoopFile, p.headLoopErr = byPath(files.headLoop); p.HeadLoopFile == "" && p.headLoopErr == nil {
 			p.HeadLoop, p.headLoopErr = read(files.headLoop)
 		}
+	}
+	for _, u := range files.unrolled {
+		if p.headLoopErr != nil {
+			break
+		}
+		g := unrolledGraph{UnrolledLoop: u}
+		if g.file, p.headLoopErr = byPath(u.File); g.file == "" && p.headLoopErr == nil {
+			g.data, p.headLoopErr = read(u.File)
+		}
+		p.unrolled = append(p.unrolled, g)
 	}
 	if m.Tokenizer.Kind == TokenizerVAEDecoder {
 		if p.DecoderFile, err = byPath(m.Tokenizer.Graph); err != nil {
@@ -463,6 +480,12 @@ func (p *Pack) openHead(opt onnxrt.SessionOptions) (*ONNXHead, error) {
 		}
 		if head.useLoop = headLoopWanted(opt.Device); head.useLoop {
 			if head.loop, err = head.openLoop(); err != nil {
+				head.Close()
+				return nil, err
+			}
+		}
+		if unrolledWanted(opt.Device) {
+			if head.unrolled, err = p.openUnrolled(opt, head.useLoop); err != nil {
 				head.Close()
 				return nil, err
 			}

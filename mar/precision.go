@@ -63,6 +63,8 @@ type PrecisionSpec struct {
 	Transformer string `json:"transformer"`
 	Head        string `json:"head"`
 	HeadLoop    string `json:"head_loop,omitempty"`
+	// HeadLoopUnrolled are the fused head unrolled at this precision (Manifest.HeadLoop.Unrolled)
+	HeadLoopUnrolled []UnrolledLoop `json:"head_loop_unrolled,omitempty"`
 	// Cached is the cached transformer at this precision (the manifest's cache graph, scripts/
 	// packs/cached_transformer.py); "" in a pack quantised before the cached graph was.
 	Cached       string          `json:"transformer_cached,omitempty"`
@@ -83,7 +85,10 @@ func ParsePrecision(s string) (string, error) {
 // graphFiles are the transformer, head, fused-head and cached-transformer files a precision
 // opens; headLoop is "" when the pack has no fused head, cached when it has no cached graph at
 // this precision.
-type graphFiles struct{ transformer, head, headLoop, cached string }
+type graphFiles struct {
+	transformer, head, headLoop, cached string
+	unrolled                            []UnrolledLoop // the fused head unrolled for given step counts
+}
 
 // graphFiles resolves the files of precision (ParsePrecision's names) in this pack; a pack
 // without that precision's graphs is an error naming the pack and how to add them.
@@ -95,7 +100,7 @@ func (m *Manifest) graphFiles(precision string) (graphFiles, error) {
 	if precision == FP32 {
 		f := graphFiles{transformer: "transformer.onnx", head: "head.onnx"}
 		if m.HeadLoop != nil {
-			f.headLoop = m.HeadLoop.File
+			f.headLoop, f.unrolled = m.HeadLoop.File, m.HeadLoop.Unrolled
 		}
 		if m.Cache != nil {
 			f.cached = m.Cache.File
@@ -106,7 +111,8 @@ func (m *Manifest) graphFiles(precision string) (graphFiles, error) {
 	if !ok {
 		return graphFiles{}, fmt.Errorf("model pack %s has no %s graphs (%s)", m.Name, precision, PrecisionHint(precision))
 	}
-	return graphFiles{transformer: spec.Transformer, head: spec.Head, headLoop: spec.HeadLoop, cached: spec.Cached}, nil
+	return graphFiles{transformer: spec.Transformer, head: spec.Head, headLoop: spec.HeadLoop, cached: spec.Cached,
+		unrolled: spec.HeadLoopUnrolled}, nil
 }
 
 // HasCachedAt reports whether the pack has a cached transformer at precision.
@@ -143,6 +149,11 @@ func (m *Manifest) validatePrecisions() error {
 		case (m.HeadLoop != nil) != (spec.HeadLoop != ""):
 			return fmt.Errorf("precisions %s: head_loop must be given exactly when the pack has a fused head (%s again writes it)", name,
 				strings.TrimSuffix(PrecisionHint(name), " adds them"))
+		case len(spec.HeadLoopUnrolled) > 0 && spec.HeadLoop == "":
+			return fmt.Errorf("precisions %s: head_loop_unrolled needs head_loop", name)
+		}
+		if err := validateUnrolled(m, "precisions "+name+": head_loop_unrolled", spec.HeadLoopUnrolled); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -66,6 +66,9 @@ type ONNXHead struct {
 	openLoop func() (*HeadLoop, error)
 	loopOnce sync.Once
 	loopErr  error
+	// unrolled are the fused graphs for one step count and guidance each, taken where they
+	// fit (nil unless unrolledWanted)
+	unrolled map[loopShape]*lazyLoop
 	// useBinding says whether the per-step path keeps z bound (see ioBindingWanted).
 	useBinding bool
 }
@@ -76,6 +79,11 @@ func (h *ONNXHead) Close() error {
 	err := h.Graph.Close()
 	if h.loop != nil {
 		if lerr := h.loop.Close(); err == nil {
+			err = lerr
+		}
+	}
+	for _, l := range h.unrolled {
+		if lerr := l.close(); err == nil {
 			err = lerr
 		}
 	}

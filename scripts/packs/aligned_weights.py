@@ -74,16 +74,18 @@ def graph_bytes(pack, name):
 
 def pack_graphs(manifest):
     """The graph files marspec opens by path (so ONNX Runtime finds the weights beside them):
-    the transformer, the cached transformer, the head and its fused loop at every precision,
+    the transformer, the cached transformer, the head and its fused loop (rolled and unrolled) at every precision,
     and the decoder. The small graphs it reads as bytes (early exit, distilled head) stay whole."""
     names = ["transformer.onnx", "head.onnx"]
     for key in ("head_loop", "cache"):
         if manifest.get(key):
             names.append(manifest[key]["file"])
+    names.extend(u["file"] for u in (manifest.get("head_loop") or {}).get("unrolled", []))
     if manifest.get("tokenizer", {}).get("graph"):
         names.append(manifest["tokenizer"]["graph"])
     for spec in manifest.get("precisions", {}).values():
         names.extend(spec[key] for key in ("transformer", "head", "head_loop", "transformer_cached") if spec.get(key))
+        names.extend(u["file"] for u in spec.get("head_loop_unrolled", []))
     return list(dict.fromkeys(names))
 
 
