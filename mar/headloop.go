@@ -27,6 +27,7 @@ const (
 type HeadLoop struct {
 	*onnxrt.Graph
 	dim, width int
+	fixed      *fixedLoops // non-nil: runs go through fixed-address runners (headcapture.go)
 }
 
 // LoopInputs are the fused graph's input tensors, filled in place. Rows: N tokens, S steps,
@@ -56,6 +57,10 @@ func NewHeadLoop(data []byte, m *Manifest, opt onnxrt.SessionOptions, source str
 // newHeadLoop opens the graph from file when it is set.
 func newHeadLoop(data []byte, file string, m *Manifest, opt onnxrt.SessionOptions, source string) (*HeadLoop, error) {
 	D, W := int64(m.TokenDim), int64(m.Width)
+	opt, fixed, err := captureOptions(opt, data, file, source)
+	if err != nil {
+		return nil, err
+	}
 	f64 := func(name string, shape ...int64) onnxrt.IOSpec {
 		return onnxrt.IOSpec{Name: name, Float64: true, Shape: shape}
 	}
@@ -66,7 +71,7 @@ func newHeadLoop(data []byte, file string, m *Manifest, opt onnxrt.SessionOption
 	if err != nil {
 		return nil, err
 	}
-	return &HeadLoop{g, int(D), int(W)}, nil
+	return &HeadLoop{g, int(D), int(W), fixed}, nil
 }
 
 // RunLoop samples n tokens over steps steps (halves 2 under guidance): fill writes the
@@ -74,6 +79,9 @@ func newHeadLoop(data []byte, file string, m *Manifest, opt onnxrt.SessionOption
 func (h *HeadLoop) RunLoop(n, steps, halves int, fill func(LoopInputs), read func(LoopOutputs)) error {
 	if halves != 1 && halves != 2 {
 		return fmt.Errorf("%s: %d halves, want 1 or 2", h.Source(), halves)
+	}
+	if h.fixed != nil {
+		return h.fixed.run(h, n, steps, halves, fill, read)
 	}
 	return h.RunDims(onnxrt.Dims{n, steps, halves, 1}, func(in, _ onnxrt.Tensors) error {
 		fill(LoopInputs{XT: in.F64(0), Noise: in.F64(1), Z: in.F32(2), CFG: in.F64(3), T: in.F32(4), Coef: in.F64(5), Clip: in.F64(6)})
