@@ -137,14 +137,7 @@ func (f *FixedRun) open(up, down *Graph) error {
 	}
 	specs := append(append([]IOSpec{}, g.inputs...), g.outputs...)
 	for _, s := range specs {
-		shape := make([]int64, len(s.Shape))
-		for i, d := range s.Shape {
-			shape[i] = d
-			if d < 0 {
-				shape[i] = int64(f.dims[-d-1])
-			}
-		}
-		v, err := newTensor(f.alloc, shape, elemType(s))
+		v, err := newTensor(f.alloc, s.at(f.dims), elemType(s))
 		if err != nil {
 			return fmt.Errorf("allocating %s: %v", s.Name, err)
 		}

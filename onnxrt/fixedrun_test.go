@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"testing"
 	"unsafe"
 )
@@ -59,9 +60,9 @@ func mixedModel() []byte {
 	return bytesField(model, 8, msg(func(b []byte) []byte { return varintField(bytesField(b, 1, nil), 2, 13) }))
 }
 
+// openMixed opens mixedModel (the runtime loaded already).
 func openMixed(t *testing.T, opt SessionOptions) *Graph {
 	t.Helper()
-	needRuntime(t)
 	g, err := NewGraph(mixedModel(), "mixed", opt,
 		[]IOSpec{{Name: "x", Float64: true, Shape: []int64{-1, 3}}, {Name: "y", Shape: []int64{-2, -1, 3}}},
 		[]IOSpec{{Name: "p", Float64: true, Shape: []int64{-2, -1, 3}}, {Name: "q", Shape: []int64{-2, -1, 3}}})
@@ -114,6 +115,7 @@ func dataAddr(t *testing.T, v unsafe.Pointer) uintptr {
 // two shapes side by side; after opening it allocates nothing, and the outputs ONNX Runtime
 // reports bound after each run lie where the runner allocated them.
 func TestFixedRunMatchesRunDims(t *testing.T) {
+	needRuntime(t)
 	g := openMixed(t, SessionOptions{IntraOpThreads: 1})
 	shapes := []Dims{{2, 3, 1, 1}, {5, 1, 1, 1}}
 	runners := make([]*FixedRun, len(shapes))
@@ -180,6 +182,7 @@ func TestFixedRunMatchesRunDims(t *testing.T) {
 func TestFixedRunPastCaptureCap(t *testing.T) {
 	defer func(n int) { maxCapturedShapes = n }(maxCapturedShapes)
 	maxCapturedShapes = 1
+	needRuntime(t)
 	g := openMixed(t, SessionOptions{IntraOpThreads: 1})
 	a, err := g.Fixed(Dims{1, 2, 1, 1})
 	if err != nil {
@@ -209,6 +212,7 @@ func TestFixedRunPastCaptureCap(t *testing.T) {
 // The CPU accepts the CUDA graph option and ignores it: the session runs as any other, and
 // closing the graph releases the runners still open.
 func TestCUDAGraphOptionOnCPU(t *testing.T) {
+	needRuntime(t)
 	g := openMixed(t, SessionOptions{IntraOpThreads: 1, CUDAGraph: true})
 	var p, q []uint64
 	if err := g.RunDims(Dims{2, 2, 1, 1}, func(in, _ Tensors) error { return mixedData(1)(in) }, mixedOutputs(&p, &q)); err != nil {
@@ -225,6 +229,31 @@ func TestCUDAGraphOptionOnCPU(t *testing.T) {
 	f.Close()
 }
 
+// A session capturing CUDA graphs (g.capture, set here as a CUDA session with CUDAGraph sets it)
+// refuses RunDims and Bind, whose runs name no graph id and would capture ONNX Runtime's
+// default one, and runs through Fixed.
+func TestCapturingGraphRunsOnlyFixed(t *testing.T) {
+	needRuntime(t)
+	g := openMixed(t, SessionOptions{IntraOpThreads: 1})
+	g.capture = true
+	var p, q []uint64
+	if err := g.RunDims(Dims{2, 2, 1, 1}, func(in, _ Tensors) error { return mixedData(1)(in) }, mixedOutputs(&p, &q)); err == nil {
+		t.Error("RunDims ran on a capturing session")
+	}
+	if b, err := g.Bind(); err == nil {
+		b.Close()
+		t.Error("Bind opened on a capturing session")
+	}
+	f, err := g.Fixed(Dims{2, 2, 1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Run(mixedData(1), mixedOutputs(&p, &q)); err != nil || len(p) != 12 {
+		t.Errorf("a fixed-address run on a capturing session: %d outputs, %v", len(p), err)
+	}
+}
+
 func TestHasControlFlow(t *testing.T) {
 	loop := varintField(nil, 1, 8)
 	loop = bytesField(loop, 7, bytesField(nil, 1, bytesField(nil, 4, []byte("Loop"))))
@@ -236,6 +265,50 @@ func TestHasControlFlow(t *testing.T) {
 		got, err := HasControlFlow(c.model, "")
 		if err != nil || got != c.want {
 			t.Errorf("%s: HasControlFlow = %v, %v; want %v", c.name, got, err, c.want)
+		}
+	}
+}
+
+// On a GPU (MARSPEC_TEST_CUDA=1, MARSPEC_ORT_LIB the GPU build; run alone, as the process loads
+// one ONNX Runtime): a session capturing CUDA graphs gives, through fixed-address runners at two
+// shapes, the CPU's outputs bit for bit run after run on new data, past the runs ONNX Runtime
+// takes before capturing, so replays read the fresh inputs and write where they are read back.
+func TestFixedRunCUDA(t *testing.T) {
+	if os.Getenv("MARSPEC_TEST_CUDA") != "1" {
+		t.Skip("set MARSPEC_TEST_CUDA=1 (and MARSPEC_ORT_LIB to ONNX Runtime's GPU build) on a machine with a GPU")
+	}
+	cuda := Device{CUDA: true}
+	if err := Prepare(os.Getenv("MARSPEC_ORT_LIB"), cuda); err != nil {
+		t.Fatal(err)
+	}
+	cpu := openMixed(t, SessionOptions{IntraOpThreads: 1})
+	gpu := openMixed(t, SessionOptions{Device: cuda, CUDAGraph: true})
+	if err := gpu.RunDims(Dims{1, 1, 1, 1}, func(Tensors, Tensors) error { return nil }, func(Tensors) error { return nil }); err == nil {
+		t.Error("a capturing session ran outside Fixed")
+	}
+	shapes := []Dims{{4, 3, 1, 1}, {7, 2, 1, 1}}
+	var runners []*FixedRun
+	for _, dims := range shapes {
+		f, err := gpu.Fixed(dims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		runners = append(runners, f)
+	}
+	var wantP, wantQ, gotP, gotQ []uint64
+	for run := int64(0); run < 8; run++ {
+		for i, dims := range shapes {
+			seed := 100 + run*10 + int64(i)
+			if err := cpu.RunDims(dims, func(in, _ Tensors) error { return mixedData(seed)(in) }, mixedOutputs(&wantP, &wantQ)); err != nil {
+				t.Fatal(err)
+			}
+			if err := runners[i].Run(mixedData(seed), mixedOutputs(&gotP, &gotQ)); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(gotP) != fmt.Sprint(wantP) || fmt.Sprint(gotQ) != fmt.Sprint(wantQ) {
+				t.Errorf("run %d shape %v (CUDA graph %d): the GPU's outputs differ from the CPU's", run, dims, runners[i].GraphID())
+			}
 		}
 	}
 }

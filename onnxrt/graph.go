@@ -56,6 +56,18 @@ type IOSpec struct {
 	Float64 bool
 }
 
+// at is the spec's shape with its dynamic axes given by dims.
+func (s IOSpec) at(dims Dims) []int64 {
+	shape := make([]int64, len(s.Shape))
+	for i, d := range s.Shape {
+		shape[i] = d
+		if d < 0 {
+			shape[i] = int64(dims[-d-1])
+		}
+	}
+	return shape
+}
+
 // Dims gives the sizes of a call's dynamic axes: Dims[0] for -1 (the batch), Dims[1] for -2,
 // Dims[2] for -3, Dims[3] for -4.
 type Dims [4]int
@@ -211,13 +223,7 @@ func (g *Graph) take(dims Dims) (*boundTensors, error) {
 	}
 	g.mu.Unlock()
 	make1 := func(s IOSpec) (ort.Value, error) {
-		shape := make([]int64, len(s.Shape))
-		for i, d := range s.Shape {
-			shape[i] = d
-			if d < 0 {
-				shape[i] = int64(dims[-d-1])
-			}
-		}
+		shape := s.at(dims)
 		switch {
 		case s.Int64:
 			return ort.NewEmptyTensor[int64](ort.NewShape(shape...))
