@@ -32,9 +32,11 @@ type FixedRun struct {
 	// graph's inputs, then its outputs
 	alloc unsafe.Pointer
 	dev   []unsafe.Pointer
-	// the IO bindings of the graph, of the upload copy and of the download copy
-	run, up, down unsafe.Pointer
-	options       unsafe.Pointer // run options carrying graphID
+	// the IO bindings of the graph, of the upload copy and of the download copy, and the
+	// copies' graphs (the graph's copyUp and copyDown)
+	run, up, down      unsafe.Pointer
+	upGraph, downGraph *Graph
+	options            unsafe.Pointer // run options carrying graphID
 }
 
 // maxCapturedShapes bounds the CUDA graphs one session captures. ONNX Runtime (1.18 on) keeps
@@ -77,14 +79,14 @@ func (g *Graph) Fixed(dims Dims) (*FixedRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", g.source, err)
 	}
-	f := &FixedRun{g: g, dims: dims, graphID: -1, host: host}
+	f := &FixedRun{g: g, dims: dims, graphID: -1, host: host, upGraph: up, downGraph: down}
 	g.mu.Lock()
 	if g.graphIDs < maxCapturedShapes {
 		g.graphIDs++ // from 1: ONNX Runtime keeps id 0 for runs that name none
 		f.graphID = g.graphIDs
 	}
 	g.mu.Unlock()
-	if err := f.open(up, down); err != nil {
+	if err := f.open(); err != nil {
 		f.release()
 		return nil, fmt.Errorf("%s: fixed-address run: %v", g.source, err)
 	}
@@ -120,7 +122,7 @@ func (g *Graph) copyGraphs() (up, down *Graph, err error) {
 }
 
 // open allocates the fixed tensors and binds them where they stay.
-func (f *FixedRun) open(up, down *Graph) error {
+func (f *FixedRun) open() error {
 	g := f.g
 	session, err := sessionPointer(g.session)
 	if err != nil {
@@ -160,7 +162,7 @@ func (f *FixedRun) open(up, down *Graph) error {
 	}
 	// the upload's outputs and the download's inputs and outputs stay bound; each Run binds
 	// only the upload's inputs, the Go tensors, which a CUDA session copies when they are bound
-	if f.up, err = bindCopy(up, nil, f.dev[:nIn]); err != nil {
+	if f.up, err = bindCopy(f.upGraph, nil, f.dev[:nIn]); err != nil {
 		return err
 	}
 	outs := make([]unsafe.Pointer, len(f.host.out))
@@ -169,7 +171,7 @@ func (f *FixedRun) open(up, down *Graph) error {
 			return err
 		}
 	}
-	if f.down, err = bindCopy(down, f.dev[nIn:], outs); err != nil {
+	if f.down, err = bindCopy(f.downGraph, f.dev[nIn:], outs); err != nil {
 		return err
 	}
 	f.options, err = newRunOptions("gpu_graph_id", strconv.Itoa(f.graphID))
@@ -228,7 +230,7 @@ func (f *FixedRun) Run(fill func(in Tensors) error, read func(out Tensors) error
 	for i, t := range f.host.in {
 		v, err := valuePointer(t)
 		if err == nil {
-			err = bindInput(f.up, g.copyUp.inputs[i].Name, v)
+			err = bindInput(f.up, f.upGraph.inputs[i].Name, v)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: binding input %s: %v", g.source, g.inputs[i].Name, err)
@@ -238,7 +240,7 @@ func (f *FixedRun) Run(fill func(in Tensors) error, read func(out Tensors) error
 		c             *Graph
 		binding, opts unsafe.Pointer
 		what          string
-	}{{g.copyUp, f.up, nil, "copying the inputs in"}, {g, f.run, f.options, "run"}, {g.copyDown, f.down, nil, "copying the outputs out"}}
+	}{{f.upGraph, f.up, nil, "copying the inputs in"}, {g, f.run, f.options, "run"}, {f.downGraph, f.down, nil, "copying the outputs out"}}
 	for _, s := range steps {
 		session, err := sessionPointer(s.c.session)
 		if err == nil {
