@@ -29,6 +29,7 @@ type HeadLoop struct {
 	dim, width int
 	// steps and halves are fixed by an unrolled graph (0: any)
 	steps, halves int
+	fixed         *fixedLoops // non-nil: runs go through fixed-address runners (headcapture.go)
 }
 
 // LoopInputs are the fused graph's input tensors, filled in place. Rows: N tokens, S steps,
@@ -68,6 +69,10 @@ func newHeadLoopFixed(data []byte, file string, m *Manifest, opt onnxrt.SessionO
 	if steps > 0 {
 		S, G = int64(steps), int64(halves)
 	}
+	opt, fixed, err := captureOptions(opt, data, file, source)
+	if err != nil {
+		return nil, err
+	}
 	f64 := func(name string, shape ...int64) onnxrt.IOSpec {
 		return onnxrt.IOSpec{Name: name, Float64: true, Shape: shape}
 	}
@@ -78,7 +83,7 @@ func newHeadLoopFixed(data []byte, file string, m *Manifest, opt onnxrt.SessionO
 	if err != nil {
 		return nil, err
 	}
-	return &HeadLoop{Graph: g, dim: int(D), width: int(W), steps: steps, halves: halves}, nil
+	return &HeadLoop{Graph: g, dim: int(D), width: int(W), steps: steps, halves: halves, fixed: fixed}, nil
 }
 
 // RunLoop samples n tokens over steps steps (halves 2 under guidance): fill writes the
@@ -89,6 +94,9 @@ func (h *HeadLoop) RunLoop(n, steps, halves int, fill func(LoopInputs), read fun
 	}
 	if h.steps > 0 && (steps != h.steps || halves != h.halves) {
 		return fmt.Errorf("%s: unrolled for %d steps and %d halves, called with %d and %d", h.Source(), h.steps, h.halves, steps, halves)
+	}
+	if h.fixed != nil {
+		return h.fixed.run(h, n, steps, halves, fill, read)
 	}
 	return h.RunDims(onnxrt.Dims{n, steps, halves, 1}, func(in, _ onnxrt.Tensors) error {
 		fill(LoopInputs{XT: in.F64(0), Noise: in.F64(1), Z: in.F32(2), CFG: in.F64(3), T: in.F32(4), Coef: in.F64(5), Clip: in.F64(6)})

@@ -84,13 +84,18 @@ func CheckCUDAProvider(lib string) error {
 		"or use --device cpu (docs/gpu.md)", strings.Join(missing, " and "), dir, filepath.Base(lib), filepath.Dir(DefaultGPULib))
 }
 
-// appendCUDA adds the CUDA provider for GPU id. ONNX Runtime loads the provider library here;
-// where that fails because a CUDA library is missing, the error names that library in one line
-// (ONNX Runtime's own message is a paragraph about the provider's path).
-func appendCUDA(so *ort.SessionOptions, id int) error {
+// appendCUDA adds the CUDA provider for GPU id, capturing CUDA graphs if cudaGraph. ONNX
+// Runtime loads the provider library here; where that fails because a CUDA library is missing,
+// the error names that library in one line (ONNX Runtime's own message is a paragraph about
+// the provider's path).
+func appendCUDA(so *ort.SessionOptions, id int, cudaGraph bool) error {
 	cuda, err := ort.NewCUDAProviderOptions()
 	if err == nil {
-		err = cuda.Update(map[string]string{"device_id": strconv.Itoa(id)})
+		settings := map[string]string{"device_id": strconv.Itoa(id)}
+		if cudaGraph {
+			settings["enable_cuda_graph"] = "1"
+		}
+		err = cuda.Update(settings)
 		if err == nil {
 			err = so.AppendExecutionProviderCUDA(cuda)
 		}
@@ -101,6 +106,10 @@ func appendCUDA(so *ort.SessionOptions, id int) error {
 			}
 		}
 	} else if strings.Contains(err.Error(), "not enabled in this build") {
+		if cudaGraph { // the legacy OrtCUDAProviderOptions struct has no field for it
+			return fmt.Errorf("--device cuda:%d: CUDA graph capture needs ONNX Runtime's GPU build (scripts/ops/setup_ort.sh --gpu); "+
+				"this core is built without CUDA and loads the provider through the older options, which cannot ask for it (docs/gpu.md)", id)
+		}
 		// a core built without CUDA that still loads the provider library (cuda_legacy.go); the
 		// CUDA libraries are probed first, so that a missing one is named before the provider loads
 		if lib, reason := probeCUDALibraries(); lib != "" {

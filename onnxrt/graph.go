@@ -3,6 +3,7 @@ package onnxrt
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -31,6 +32,14 @@ type Graph struct {
 	device Device
 	// bindings are the IO bindings open on the session, released by Close (g.mu)
 	bindings map[*Binding]struct{}
+	// capture: the session captures CUDA graphs, so it runs only through Fixed (fixedrun.go)
+	capture bool
+	// fixed are the fixed-address runners open on the session, released by Close; graphIDs
+	// counts the CUDA graph ids they were given; copyUp and copyDown copy their data in and
+	// out (g.mu)
+	fixed            map[*FixedRun]struct{}
+	graphIDs         int
+	copyUp, copyDown *Graph
 }
 
 // spareSets is how many unused tensor sets of one size a graph keeps: one per call that ran
@@ -45,6 +54,18 @@ type IOSpec struct {
 	Int64   bool
 	Shape   []int64
 	Float64 bool
+}
+
+// at is the spec's shape with its dynamic axes given by dims.
+func (s IOSpec) at(dims Dims) []int64 {
+	shape := make([]int64, len(s.Shape))
+	for i, d := range s.Shape {
+		shape[i] = d
+		if d < 0 {
+			shape[i] = int64(dims[-d-1])
+		}
+	}
+	return shape
 }
 
 // Dims gives the sizes of a call's dynamic axes: Dims[0] for -1 (the batch), Dims[1] for -2,
@@ -85,19 +106,28 @@ type modelSource struct {
 
 // io reads the model's inputs and outputs without opening a session.
 func (m modelSource) io() (ins, outs []ort.InputOutputInfo, err error) {
+	err = m.read(func(r io.ReaderAt, size int64) error {
+		ins, outs, err = modelIO(r, size)
+		return err
+	})
+	return ins, outs, err
+}
+
+// read hands the model's protobuf, its bytes or its open file, to fn.
+func (m modelSource) read(fn func(r io.ReaderAt, size int64) error) error {
 	if m.path == "" {
-		return modelIO(bytes.NewReader(m.data), int64(len(m.data)))
+		return fn(bytes.NewReader(m.data), int64(len(m.data)))
 	}
 	f, err := os.Open(m.path)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	return modelIO(f, st.Size())
+	return fn(f, st.Size())
 }
 
 func newGraph(model modelSource, source string, opt SessionOptions, inputs, outputs []IOSpec) (*Graph, error) {
@@ -136,7 +166,7 @@ func newGraph(model modelSource, source string, opt SessionOptions, inputs, outp
 		return nil, fmt.Errorf("%s: cannot create session: %v", source, oneLine(err))
 	}
 	return &Graph{source: source, session: sess, inputs: inputs, outputs: outputs, free: map[Dims][]*boundTensors{},
-		device: opt.Device, bindings: map[*Binding]struct{}{}}, nil
+		device: opt.Device, bindings: map[*Binding]struct{}{}, capture: opt.CUDAGraph && opt.Device.CUDA, fixed: map[*FixedRun]struct{}{}}, nil
 }
 
 func checkIO(source, kind string, got []ort.InputOutputInfo, want []IOSpec) error {
@@ -193,13 +223,7 @@ func (g *Graph) take(dims Dims) (*boundTensors, error) {
 	}
 	g.mu.Unlock()
 	make1 := func(s IOSpec) (ort.Value, error) {
-		shape := make([]int64, len(s.Shape))
-		for i, d := range s.Shape {
-			shape[i] = d
-			if d < 0 {
-				shape[i] = int64(dims[-d-1])
-			}
-		}
+		shape := s.at(dims)
 		switch {
 		case s.Int64:
 			return ort.NewEmptyTensor[int64](ort.NewShape(shape...))
@@ -321,6 +345,8 @@ func (g *Graph) RunDims(dims Dims, fill func(in, out Tensors) error, read func(o
 		return fmt.Errorf("%s: batch size %d, want at least 1", g.source, dims[0])
 	case dims[1] < 1 || dims[2] < 1 || dims[3] < 1:
 		return fmt.Errorf("%s: dynamic sizes %v, want at least 1", g.source, dims)
+	case g.capture: // a run naming no CUDA graph would capture ONNX Runtime's default one
+		return fmt.Errorf("%s: opened for CUDA graph capture, it runs only through Fixed", g.source)
 	}
 	b, err := g.take(dims)
 	if err != nil {
@@ -386,6 +412,7 @@ func (g *Graph) Close() error {
 		b.release()
 		b.mu.Unlock()
 	}
+	g.closeFixed()
 	err := g.session.Destroy()
 	g.session = nil
 	return err

@@ -61,6 +61,9 @@ func (g *Graph) Bind(onDevice ...bool) (*Binding, error) {
 	if g.session == nil {
 		return nil, fmt.Errorf("%s: used after Close", g.source)
 	}
+	if g.capture { // its runs name no CUDA graph: ONNX Runtime would capture its default one
+		return nil, fmt.Errorf("%s: opened for CUDA graph capture, it runs only through Fixed", g.source)
+	}
 	if len(onDevice) > len(g.outputs) {
 		return nil, fmt.Errorf("%s: %d output placements, the graph has %d outputs", g.source, len(onDevice), len(g.outputs))
 	}
@@ -230,7 +233,7 @@ func (b *Binding) Run() error {
 			return fmt.Errorf("%s: binding output %s: %v", b.g.source, b.g.outputs[i].Name, err)
 		}
 	}
-	if err := runWithBinding(session, b.ptr); err != nil {
+	if err := runWithBinding(session, b.ptr, nil); err != nil {
 		return fmt.Errorf("%s: run failed: %v", b.g.source, oneLine(err))
 	}
 	bindingCounts.runs.Add(1)

@@ -1,6 +1,7 @@
 package onnxrt
 
-// The C API calls behind IO binding (iobinding.go), which onnxruntime_go v1.27 does not wrap.
+// The C API calls behind IO binding (iobinding.go) and fixed-address runs (fixedrun.go), which
+// onnxruntime_go v1.27 does not wrap.
 // As in cuda_legacy.go they go through the OrtApi function table by position: ONNX Runtime
 // only appends to that table, so positions counted in one release hold for every later 1.x.
 // The positions were counted with offsetof(OrtApi, entry)/sizeof(void *) against the
@@ -18,6 +19,8 @@ typedef void *(*marspec_fn)();
 
 enum {
 	pos_get_error_message = 2,
+	pos_create_run_options = 39,
+	pos_create_tensor_as_ort_value = 48,
 	pos_get_tensor_mutable_data = 51,
 	pos_get_tensor_element_type = 60,
 	pos_get_tensor_shape_element_count = 64,
@@ -28,14 +31,19 @@ enum {
 	pos_release_status = 93,
 	pos_release_memory_info = 94,
 	pos_release_value = 96,
+	pos_release_run_options = 97,
 	pos_release_tensor_type_and_shape_info = 99,
+	pos_create_allocator = 131,
+	pos_release_allocator = 132,
 	pos_run_with_binding = 133,
 	pos_create_io_binding = 134,
 	pos_release_io_binding = 135,
 	pos_bind_input = 136,
+	pos_bind_output = 137,
 	pos_bind_output_to_device = 138,
 	pos_get_bound_output_values = 140,
 	pos_clear_bound_outputs = 142,
+	pos_add_run_config_entry = 165,
 	pos_synchronize_bound_inputs = 202,
 	pos_synchronize_bound_outputs = 203,
 };
@@ -109,12 +117,17 @@ static void mb_clear_outputs(void *binding) {
 	((void (*)(void *))mb_api[pos_clear_bound_outputs])(binding);
 }
 
+// mb_bind_output binds an existing tensor as an output: the run writes into its memory.
+static char *mb_bind_output(void *binding, const char *name, void *value) {
+	return mb_status(((void *(*)(void *, const char *, void *))mb_api[pos_bind_output])(binding, name, value));
+}
+
 // mb_run waits for the copies binding started (a CUDA provider may copy on another stream),
-// runs, and waits for the outputs, so that another session may read them.
-static char *mb_run(void *session, void *binding) {
+// runs, and waits for the outputs, so that another session may read them. options may be NULL.
+static char *mb_run(void *session, void *binding, void *options) {
 	char *err = mb_status(((void *(*)(void *))mb_api[pos_synchronize_bound_inputs])(binding));
 	if (err == NULL) {
-		err = mb_status(((void *(*)(void *, void *, void *))mb_api[pos_run_with_binding])(session, NULL, binding));
+		err = mb_status(((void *(*)(void *, void *, void *))mb_api[pos_run_with_binding])(session, options, binding));
 	}
 	if (err == NULL) {
 		err = mb_status(((void *(*)(void *))mb_api[pos_synchronize_bound_outputs])(binding));
@@ -147,6 +160,36 @@ static char *mb_outputs(void *binding, void **out, size_t max, size_t *count) {
 		((void *(*)(void *, void *))mb_api[pos_allocator_free])(alloc, values);
 	}
 	return NULL;
+}
+
+// mb_run_options makes run options carrying one config entry.
+static char *mb_run_options(const char *key, const char *value, void **out) {
+	char *err = mb_status(((void *(*)(void **))mb_api[pos_create_run_options])(out));
+	if (err == NULL) {
+		err = mb_status(((void *(*)(void *, const char *, const char *))mb_api[pos_add_run_config_entry])(*out, key, value));
+		if (err != NULL) {
+			((void (*)(void *))mb_api[pos_release_run_options])(*out);
+		}
+	}
+	return err;
+}
+
+static void mb_release_run_options(void *options) {
+	((void (*)(void *))mb_api[pos_release_run_options])(options);
+}
+
+// mb_allocator is the session's allocator for the memory info's device (CreateAllocator).
+static char *mb_allocator(void *session, void *info, void **out) {
+	return mb_status(((void *(*)(void *, void *, void **))mb_api[pos_create_allocator])(session, info, out));
+}
+
+static void mb_release_allocator(void *allocator) {
+	((void (*)(void *))mb_api[pos_release_allocator])(allocator);
+}
+
+// mb_tensor allocates a tensor of this shape and element type from allocator.
+static char *mb_tensor(void *allocator, const int64_t *shape, size_t rank, int type, void **out) {
+	return mb_status(((void *(*)(void *, const int64_t *, size_t, int, void **))mb_api[pos_create_tensor_as_ort_value])(allocator, shape, rank, type, out));
 }
 
 static void mb_release_value(void *value) {
@@ -206,9 +249,10 @@ func status(msg *C.char) error {
 	return errors.New(C.GoString(msg))
 }
 
-// C element types (ONNXTensorElementDataType) that Read copies out.
+// C element types (ONNXTensorElementDataType): Read copies out float and double.
 const (
 	elemFloat  = 1
+	elemInt64  = 7
 	elemDouble = 11
 )
 
@@ -248,8 +292,48 @@ func bindOutputToDevice(binding unsafe.Pointer, name string, info unsafe.Pointer
 
 func clearBoundOutputs(binding unsafe.Pointer) { C.mb_clear_outputs(binding) }
 
-func runWithBinding(session, binding unsafe.Pointer) error {
-	return status(C.mb_run(session, binding))
+func bindOutput(binding unsafe.Pointer, name string, value unsafe.Pointer) error {
+	cName := C.CString(name)
+	defer C.free(unsafe.Pointer(cName))
+	return status(C.mb_bind_output(binding, cName, value))
+}
+
+// runWithBinding runs with the bound inputs and outputs; options (OrtRunOptions) may be nil.
+func runWithBinding(session, binding, options unsafe.Pointer) error {
+	return status(C.mb_run(session, binding, options))
+}
+
+// newRunOptions makes run options with one config entry (key = value).
+func newRunOptions(key, value string) (unsafe.Pointer, error) {
+	cKey, cValue := C.CString(key), C.CString(value)
+	defer C.free(unsafe.Pointer(cKey))
+	defer C.free(unsafe.Pointer(cValue))
+	var out unsafe.Pointer
+	err := status(C.mb_run_options(cKey, cValue, &out))
+	return out, err
+}
+
+func releaseRunOptions(options unsafe.Pointer) { C.mb_release_run_options(options) }
+
+// newAllocator is the session's allocator for the memory info's device; release it after the
+// tensors it made.
+func newAllocator(session, info unsafe.Pointer) (unsafe.Pointer, error) {
+	var out unsafe.Pointer
+	err := status(C.mb_allocator(session, info, &out))
+	return out, err
+}
+
+func releaseAllocator(allocator unsafe.Pointer) { C.mb_release_allocator(allocator) }
+
+// newTensor allocates a tensor (element type elemFloat, elemDouble or elemInt64) from allocator.
+func newTensor(allocator unsafe.Pointer, shape []int64, typ int) (unsafe.Pointer, error) {
+	var dims *C.int64_t // a scalar's shape is empty
+	if len(shape) > 0 {
+		dims = (*C.int64_t)(unsafe.Pointer(&shape[0]))
+	}
+	var out unsafe.Pointer
+	err := status(C.mb_tensor(allocator, dims, C.size_t(len(shape)), C.int(typ), &out))
+	return out, err
 }
 
 // boundOutputs are the values of the last run's outputs, each the caller's to release (at most

@@ -245,3 +245,43 @@ func (m pbMessage) stringField(num protowire.Number) (string, error) {
 	}
 	return "", nil
 }
+
+// HasControlFlow says whether a model (its bytes, or the file at path when data is nil) has a
+// Loop, If or Scan node, which ONNX Runtime refuses to capture as a CUDA graph. Only the main
+// graph is read: subgraphs hang from those nodes.
+func HasControlFlow(data []byte, path string) (found bool, err error) {
+	if data != nil {
+		path = ""
+	}
+	err = modelSource{data: data, path: path}.read(func(r io.ReaderAt, size int64) error {
+		model := pbMessage{r: r, end: size}
+		for model.more() {
+			f, err := model.field()
+			if err != nil {
+				return err
+			}
+			if f.num != 7 || f.typ != protowire.BytesType { // ModelProto.graph
+				continue
+			}
+			for g := f.sub; g.more(); {
+				n, err := g.field()
+				if err != nil {
+					return err
+				}
+				if n.num != 1 || n.typ != protowire.BytesType { // GraphProto.node
+					continue
+				}
+				op, err := n.sub.stringField(4) // NodeProto.op_type
+				if err != nil {
+					return err
+				}
+				if op == "Loop" || op == "If" || op == "Scan" {
+					found = true
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	return found, err
+}

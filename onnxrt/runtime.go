@@ -26,6 +26,10 @@ type SessionOptions struct {
 	Device         Device
 	IntraOpThreads int // 0 = ONNX Runtime's default
 	Tuning         Tuning
+	// CUDAGraph asks the CUDA provider to capture each run as a CUDA graph and replay it
+	// (fixedrun.go). Such a session runs only through Graph.Fixed, so set it per graph, not on
+	// options every graph of a model shares. The CPU accepts it and ignores it.
+	CUDAGraph bool
 }
 
 var (
@@ -125,7 +129,7 @@ func newSessionOptions(opt SessionOptions) (*ort.SessionOptions, error) {
 		return nil, err
 	}
 	if opt.Device.CUDA {
-		if err := appendCUDA(so, opt.Device.ID); err != nil {
+		if err := appendCUDA(so, opt.Device.ID, opt.CUDAGraph); err != nil {
 			so.Destroy()
 			return nil, err
 		}
