@@ -207,7 +207,7 @@ type Spec struct {
 }
 
 // Progress counts finished images and decoded tokens; while a job runs, the rate and the time
-// left at that rate.
+// left.
 type Progress struct {
 	ImagesDone  int     `json:"images_done"`
 	ImagesTotal int     `json:"images_total"`
@@ -218,7 +218,10 @@ type Progress struct {
 	// (images made before a restart left out); absent until one was decoded, and once the job
 	// has ended.
 	TokensPerSecond *float64 `json:"tokens_per_second,omitempty"`
-	// SecondsLeft is the tokens left at that rate; absent with it.
+	// SecondsLeft is the time this run has taken scaled by the work left against the work
+	// done: an image's work is its AR steps (each about one transformer pass, while MAR's
+	// schedule reveals a token or two in the first and many in the last), in spec mode its
+	// tokens; absent with the rate.
 	SecondsLeft *float64 `json:"seconds_left,omitempty"`
 }
 

@@ -16,10 +16,9 @@ import (
 // whole run will take at that pace, so a long run says so before it takes it. A nil
 // *RunProgress (quiet) shows nothing.
 //
-// With the costs timed at open, the AR steps are weighed by them (Costs.Steps): under MAR's
-// schedule the first steps reveal a token or so and the last many, so the tokens' rate would
-// put the time left of a 64-step image of 256 tokens at 255 first steps' time after its first
-// step, four times the 63 a pass-bound run takes. The time so far, scaled by the estimated
+// With the costs timed at open, the AR steps are weighed by them (Costs.Steps, StepShare):
+// the tokens' rate would put the time left of a 64-step image of 256 tokens at 255 first
+// steps' time after its first step, four times the 63 a pass-bound run takes. The time so far, scaled by the estimated
 // cost of the steps left against those done, is the time left and the estimate.
 type RunProgress struct {
 	bar       *progress.Reporter
@@ -90,24 +89,13 @@ func (p *RunProgress) step(s Step) {
 }
 
 // doneShare is the share of the run done after s by the model's weights: the batches before
-// and the steps of this one (every batch counted as one image's schedule), or by the tokens
-// when the steps are not the model's; 0 when nothing is done.
+// and the steps of this one (every batch counted as one image's schedule, StepShare), or by
+// the tokens when the steps are not the model's; 0 when nothing is done.
 func (p *RunProgress) doneShare(s Step) float64 {
 	if s.Steps != len(p.model) || s.Steps == 0 {
 		return float64(s.Tokens) / float64(max(1, p.tokens))
 	}
-	var batch, done time.Duration
-	for k, d := range p.model {
-		batch += d
-		if k < s.Step {
-			done += d
-		}
-	}
-	batches := max(1, s.Batches)
-	if batch <= 0 {
-		return 0
-	}
-	return (float64(s.Batch-1)*float64(batch) + float64(done)) / (float64(batches) * float64(batch))
+	return (float64(s.Batch-1) + StepShare(p.model, s.Step, s.Steps)) / float64(max(1, s.Batches))
 }
 
 // note says where the run is: "AR step 5/256 of batch 1/2, 0/4 images" (target and draft

@@ -104,11 +104,20 @@ func (s *Stepper) Remove(request string) int {
 // Active is the number of unfinished images.
 func (s *Stepper) Active() int { return len(s.active) }
 
-// Known adds up, per request, the tokens its unfinished images know (for progress reports).
-func (s *Stepper) Known() map[string]int {
-	out := map[string]int{}
-	for _, im := range s.active {
-		out[im.job.Request] += im.known
+// Place is how far an unfinished image is: the tokens it knows and the AR steps it has run
+// of its schedule's.
+type Place struct {
+	Request     string
+	Known       int
+	Step, Steps int
+}
+
+// Places says how far every unfinished image is (for progress reports: under MAR's schedule
+// an image's steps, not its tokens, say how much of its time is spent).
+func (s *Stepper) Places() []Place {
+	out := make([]Place, len(s.active))
+	for i, im := range s.active {
+		out[i] = Place{Request: im.job.Request, Known: im.known, Step: im.step, Steps: len(im.sizes)}
 	}
 	return out
 }

@@ -20,8 +20,17 @@ type engine interface {
 	remove(job string)
 	step() ([]finished, error)
 	active() int
-	known() map[string]int // tokens known per job, over unfinished images (progress)
+	known() map[string]partial // how far each job's unfinished images are, together (progress)
 }
+
+// partial is how far some of a job's images are: the tokens they know, and how many images'
+// worth of their time is spent (images is work, where tokens are not: see StepShare).
+type partial struct {
+	tokens int
+	images float64
+}
+
+func (p partial) plus(q partial) partial { return partial{p.tokens + q.tokens, p.images + q.images} }
 
 // groupKey says which jobs may share an engine. An engine runs one pack at one precision
 // (its graphs). Target/draft images carry all their options (mar.Stepper), so they group by
@@ -65,7 +74,7 @@ func newEngine(models generation.Models, p *generation.Plan) (engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &specEngine{e: e}, nil
+	return &specEngine{e: e, seqLen: p.SeqLen}, nil
 }
 
 type stepperEngine struct{ s *mar.Stepper }
@@ -73,9 +82,20 @@ type stepperEngine struct{ s *mar.Stepper }
 func (e *stepperEngine) add(job string, p *generation.Plan, index int) error {
 	return e.s.Add(mar.StepJob{Request: job, Index: index, Class: p.Classes[index], Options: p.Options})
 }
-func (e *stepperEngine) remove(job string)     { e.s.Remove(job) }
-func (e *stepperEngine) active() int           { return e.s.Active() }
-func (e *stepperEngine) known() map[string]int { return e.s.Known() }
+func (e *stepperEngine) remove(job string) { e.s.Remove(job) }
+func (e *stepperEngine) active() int       { return e.s.Active() }
+
+// known weighs an image's AR steps alike (StepShare without costs): a server times none at
+// open, and a step of merged images is one pass for all of them whatever each reveals. The
+// cache's lazy steps, cheaper than its full ones, weigh alike too.
+func (e *stepperEngine) known() map[string]partial {
+	out := map[string]partial{}
+	for _, pl := range e.s.Places() {
+		out[pl.Request] = out[pl.Request].plus(partial{pl.Known, generation.StepShare(nil, pl.Step, pl.Steps)})
+	}
+	return out
+}
+
 func (e *stepperEngine) step() ([]finished, error) {
 	done, err := e.s.Step()
 	out := make([]finished, len(done))
@@ -87,15 +107,28 @@ func (e *stepperEngine) step() ([]finished, error) {
 
 // specEngine runs an arsampler.Engine; each image carries its job's seed and id, so results
 // go back to their job and a cancelled job's images leave the batch at once.
-type specEngine struct{ e *arsampler.Engine }
+type specEngine struct {
+	e      *arsampler.Engine
+	seqLen int
+}
 
 func (e *specEngine) add(job string, p *generation.Plan, index int) error {
 	return e.e.Add(arsampler.Job{Index: index, Class: p.Classes[index], Seed: p.Options.Seed, Request: job})
 }
 
-func (e *specEngine) remove(job string)     { e.e.Remove(job) }
-func (e *specEngine) active() int           { return e.e.Active() }
-func (e *specEngine) known() map[string]int { return e.e.Known() }
+func (e *specEngine) remove(job string) { e.e.Remove(job) }
+func (e *specEngine) active() int       { return e.e.Active() }
+
+// known takes an image's tokens as its work: speculative rounds follow no fixed schedule of
+// steps to weigh, and one costs about another (the drafts and one target pass) while the
+// tokens it accepts vary with how well the drafts fit, which a rate over many rounds averages.
+func (e *specEngine) known() map[string]partial {
+	out := map[string]partial{}
+	for job, n := range e.e.Known() {
+		out[job] = partial{n, float64(n) / float64(e.seqLen)}
+	}
+	return out
+}
 
 func (e *specEngine) step() ([]finished, error) {
 	done, err := e.e.Round()

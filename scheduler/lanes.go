@@ -66,11 +66,11 @@ func (l *laneSet) sizes() []int {
 	return s
 }
 
-func (l *laneSet) known() map[string]int {
-	all := map[string]int{}
+func (l *laneSet) known() map[string]partial {
+	all := map[string]partial{}
 	for _, e := range l.lanes {
 		for job, n := range e.known() {
-			all[job] += n
+			all[job] = all[job].plus(n)
 		}
 	}
 	return all

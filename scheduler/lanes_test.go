@@ -29,7 +29,7 @@ func TestLanesSpreadImages(t *testing.T) {
 		if got := l.sizes(); !slices.Equal(got, c.want) {
 			t.Errorf("%d lanes: sizes %v, want %v", c.lanes, got, c.want)
 		}
-		if l.active() != 7 || l.known()["a"] != 0 {
+		if l.active() != 7 || l.known()["a"] != (partial{}) {
 			t.Errorf("%d lanes: active %d, known %v", c.lanes, l.active(), l.known())
 		}
 	}
@@ -47,7 +47,7 @@ type meetEngine struct {
 func (e *meetEngine) add(string, *generation.Plan, int) error { e.n++; return nil }
 func (e *meetEngine) remove(string)                           {}
 func (e *meetEngine) active() int                             { return e.n }
-func (e *meetEngine) known() map[string]int                   { return nil }
+func (e *meetEngine) known() map[string]partial               { return nil }
 func (e *meetEngine) step() ([]finished, error) {
 	e.inside.Done()
 	select {

@@ -11,22 +11,24 @@ import (
 	"marspec/generation"
 )
 
-// The rate is tokens over seconds and the time left the tokens left at it; with no token
-// decoded (or no time passed) neither is given.
+// The rate is tokens over seconds, and the time left the time so far scaled by the work left
+// against the work done; with no token decoded, no work done or no time passed neither is
+// given.
 func TestWithRate(t *testing.T) {
 	p := api.Progress{TokensDone: 30, TokensTotal: 100}
-	withRate(&p, 20, 4*time.Second)
-	if p.TokensPerSecond == nil || *p.TokensPerSecond != 5 || p.SecondsLeft == nil || *p.SecondsLeft != 14 {
-		t.Errorf("rate %v, left %v; want 5 tokens/s and 14 s", p.TokensPerSecond, p.SecondsLeft)
+	withRate(&p, 20, 0.5, 1.5, 4*time.Second)
+	if p.TokensPerSecond == nil || *p.TokensPerSecond != 5 || p.SecondsLeft == nil || *p.SecondsLeft != 12 {
+		t.Errorf("rate %v, left %v; want 5 tokens/s and 12 s", p.TokensPerSecond, p.SecondsLeft)
 	}
 	for _, c := range []struct {
 		tokens  int
+		did     float64
 		elapsed time.Duration
-	}{{0, time.Second}, {5, 0}} {
+	}{{0, 0.5, time.Second}, {5, 0.5, 0}, {5, 0, time.Second}} {
 		p := api.Progress{TokensDone: 30, TokensTotal: 100}
-		withRate(&p, c.tokens, c.elapsed)
+		withRate(&p, c.tokens, c.did, 1, c.elapsed)
 		if p.TokensPerSecond != nil || p.SecondsLeft != nil {
-			t.Errorf("%d tokens in %v: rate %v, left %v; want none", c.tokens, c.elapsed, *p.TokensPerSecond, *p.SecondsLeft)
+			t.Errorf("%+v: rate %v, left %v; want none", c, p.TokensPerSecond, p.SecondsLeft)
 		}
 	}
 }

@@ -87,13 +87,13 @@ type running struct {
 	inFlight int
 	start    time.Time
 	started  bool
-	// tokensAtStart were done when the job started (a resumed job's images): not this run's
+	// doneAtStart were done when the job started (a resumed job's images): not this run's
 	// work, so left out of its rate.
-	tokensAtStart int
-	storing       int   // images finished and handed to the storer, not yet stored (counted in inFlight)
-	stop          error // why it ends once storing is 0 (worker.end); no image of it joins meanwhile
-	cancelled     bool
-	ending        bool // ended; its Finished is being told (it leaves jobs after)
+	doneAtStart int
+	storing     int   // images finished and handed to the storer, not yet stored (counted in inFlight)
+	stop        error // why it ends once storing is 0 (worker.end); no image of it joins meanwhile
+	cancelled   bool
+	ending      bool // ended; its Finished is being told (it leaves jobs after)
 }
 
 // New starts a scheduler.

@@ -212,7 +212,7 @@ func (w *worker) join(r *running, n int) error {
 		}
 		if !r.started {
 			r.started, r.start = true, w.s.now()
-			r.tokensAtStart = r.done * r.job.Plan.SeqLen
+			r.doneAtStart = r.done
 			w.notes = append(w.notes, note{r: r, start: true})
 		}
 		r.next++
@@ -244,10 +244,12 @@ const (
 	stepQueue  = 64
 )
 
-// storeBatch is one step's finished images, with each job's tokens done at that step.
+// storeBatch is one step's finished images, with how far each job was at that step and when
+// the step ended: the rate is of the work done by then, not by when the storer gets to it.
 type storeBatch struct {
-	done   []finished
-	tokens map[string]int
+	done []finished
+	jobs map[string]partial
+	at   time.Time
 }
 
 // lanes is how many engines the group may step side by side: one when its images depend on
@@ -271,12 +273,13 @@ func (w *worker) batch(done []finished) storeBatch {
 			r.storing++
 		}
 	}
-	tokens := make(map[string]int, len(w.pending))
+	jobs := make(map[string]partial, len(w.pending))
 	for _, r := range w.pending {
-		tokens[r.job.ID] = (r.done+r.storing)*r.job.Plan.SeqLen + known[r.job.ID]
+		n := r.done + r.storing
+		jobs[r.job.ID] = partial{n * r.job.Plan.SeqLen, float64(n)}.plus(known[r.job.ID])
 	}
 	s.mu.Unlock()
-	return storeBatch{done: done, tokens: tokens}
+	return storeBatch{done: done, jobs: jobs, at: s.now()}
 }
 
 // storeLoop stores the images the worker hands off, in step order, reports progress and ends
@@ -334,14 +337,15 @@ func (w *worker) deliver(b storeBatch) {
 		}
 		L := r.job.Plan.SeqLen
 		total := r.job.Plan.Images()
-		tokens, ok := b.tokens[r.job.ID]
+		at, ok := b.jobs[r.job.ID]
 		if !ok { // joined after this step
-			tokens = r.done * L
+			at = partial{r.done * L, float64(r.done)}
 		}
-		p := api.Progress{ImagesDone: r.done, ImagesTotal: total, TokensDone: max(tokens, r.done*L), TokensTotal: total * L}
+		p := api.Progress{ImagesDone: r.done, ImagesTotal: total, TokensDone: max(at.tokens, r.done*L), TokensTotal: total * L}
 		p.Fraction = float64(p.TokensDone) / float64(max(1, p.TokensTotal))
 		if r.started { // a job waiting for slots has no start to count from (a resumed one has tokens)
-			withRate(&p, p.TokensDone-r.tokensAtStart, s.now().Sub(r.start))
+			images := max(at.images, float64(r.done))
+			withRate(&p, p.TokensDone-r.doneAtStart*L, images-float64(r.doneAtStart), float64(total)-images, b.at.Sub(r.start))
 		}
 		w.notes = append(w.notes, note{r: r, progress: &p})
 		if r.done == total && r.inFlight == 0 {
