@@ -128,7 +128,7 @@ func (h *ONNXHead) HeadLoop() LoopRunner {
 
 // fused is the rolled graph with the unrolled ones sampling takes where they fit.
 func (h *ONNXHead) fused() LoopRunner {
-	if len(h.unrolled) == 0 {
+	if h.unrolled == nil {
 		return h.loop
 	}
 	return &fusedLoops{rolled: h.loop, unrolled: h.unrolled}

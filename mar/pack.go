@@ -485,10 +485,7 @@ func (p *Pack) openHead(opt onnxrt.SessionOptions) (*ONNXHead, error) {
 			}
 		}
 		if unrolledWanted(opt.Device) {
-			if head.unrolled, err = p.openUnrolled(opt, head.useLoop); err != nil {
-				head.Close()
-				return nil, err
-			}
+			head.unrolled = p.unrolledLoops(opt)
 		}
 	}
 	return head, nil

@@ -213,12 +213,52 @@ func TestHeadLoopEntry(t *testing.T) {
 		{map[string]any{"file": "../x/head_loop.onnx", "format": HeadLoopFormat}, `head_loop file "../x/head_loop.onnx"`},
 		{map[string]any{"file": "", "format": HeadLoopFormat}, `head_loop file ""`},
 		{map[string]any{"file": "head_loop.bin", "format": HeadLoopFormat}, `head_loop file "head_loop.bin"`},
+		{unrolledEntry(map[string]any{"file": "../u.onnx", "steps": 50, "guided": true}), `head_loop unrolled: file "../u.onnx" must be a file name`},
+		{unrolledEntry(map[string]any{"file": "u.onnx", "steps": 0, "guided": true}), `u.onnx has steps 0 (allowed: 1 to training_steps 1000)`},
+		{unrolledEntry(map[string]any{"file": "u.onnx", "steps": 1001}), `u.onnx has steps 1001`},
+		{unrolledEntry(map[string]any{"file": "u.onnx", "steps": 50}, map[string]any{"file": "v.onnx", "steps": 50}), `two graphs for 50 steps guided=false`},
+		{unrolledEntry(map[string]any{"file": "u.onnx", "step": 50}), `unknown field "step"`},
 	} {
 		m["head_loop"] = c.entry
 		data, _ := json.Marshal(m)
 		if _, err := ParseManifest(data, "p/manifest.json"); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want one containing %s", c.entry, err, c.want)
 		}
+	}
+}
+
+// unrolledEntry is a head_loop entry listing the unrolled graphs given.
+func unrolledEntry(graphs ...map[string]any) map[string]any {
+	return map[string]any{"file": "head_loop.onnx", "format": HeadLoopFormat, "unrolled": graphs}
+}
+
+// A pack reads the unrolled graphs of its precision, and one it names but lacks is reported
+// as the fused head's error, when the head opens.
+func TestLoadPackReadsUnrolled(t *testing.T) {
+	m := targetManifestJSON(t)
+	m["head_loop"] = unrolledEntry(map[string]any{"file": "head_loop.guided50.onnx", "steps": 50, "guided": true})
+	e := int8Entry()
+	e["head_loop_unrolled"] = []map[string]any{{"file": "head_loop.int8.unguided50.onnx", "steps": 50}}
+	m["precisions"] = map[string]any{"int8": e}
+	manifest, _ := json.Marshal(m)
+	fsys := fstest.MapFS{"p/manifest.json": {Data: manifest}}
+	for _, f := range []string{"transformer", "head", "head_loop", "transformer_cached", "transformer.int8", "head.int8",
+		"head_loop.int8", "transformer_cached.int8", "head_loop.guided50", "head_loop.int8.unguided50", "exit_draft", "exit_rest", "distilled_head"} {
+		fsys["p/"+f+".onnx"] = &fstest.MapFile{Data: []byte(f)}
+	}
+	p, err := LoadPackFS(fsys, "p", "embedded/p")
+	if err != nil || p.headLoopErr != nil {
+		t.Fatal(err, p.headLoopErr)
+	}
+	if len(p.unrolled) != 1 || p.unrolled[0].File != "head_loop.guided50.onnx" || string(p.unrolled[0].data) != "head_loop.guided50" || p.unrolled[0].halves() != 2 {
+		t.Fatalf("fp32 unrolled graphs read: %+v", p.unrolled)
+	}
+	if p, err = LoadPackFSAt(fsys, "p", "embedded/p", Int8); err != nil || len(p.unrolled) != 1 || string(p.unrolled[0].data) != "head_loop.int8.unguided50" || p.unrolled[0].halves() != 1 {
+		t.Fatalf("int8 unrolled graphs read: %v %+v", err, p.unrolled)
+	}
+	delete(fsys, "p/head_loop.guided50.onnx")
+	if p, err = LoadPackFS(fsys, "p", "embedded/p"); err != nil || p.headLoopErr == nil || !strings.Contains(p.headLoopErr.Error(), "cannot read head_loop.guided50.onnx") {
+		t.Fatalf("missing unrolled graph: %v, head loop error %v", err, p.headLoopErr)
 	}
 }
 

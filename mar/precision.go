@@ -149,8 +149,6 @@ func (m *Manifest) validatePrecisions() error {
 		case (m.HeadLoop != nil) != (spec.HeadLoop != ""):
 			return fmt.Errorf("precisions %s: head_loop must be given exactly when the pack has a fused head (%s again writes it)", name,
 				strings.TrimSuffix(PrecisionHint(name), " adds them"))
-		case len(spec.HeadLoopUnrolled) > 0 && spec.HeadLoop == "":
-			return fmt.Errorf("precisions %s: head_loop_unrolled needs head_loop", name)
 		}
 		if err := validateUnrolled(m, "precisions "+name+": head_loop_unrolled", spec.HeadLoopUnrolled); err != nil {
 			return err

@@ -42,6 +42,10 @@ func TestPrecisionsEntry(t *testing.T) {
 			return map[string]any{"int8": e}
 		}, `transformer_cached "/tmp/c.onnx"`},
 		{"unknown field", func(e map[string]any) map[string]any { e["decoder"] = "d.onnx"; return map[string]any{"int8": e} }, `unknown field "decoder"`},
+		{"unrolled path", func(e map[string]any) map[string]any {
+			e["head_loop_unrolled"] = []map[string]any{{"file": "a/u.onnx", "steps": 50}}
+			return map[string]any{"int8": e}
+		}, `precisions int8: head_loop_unrolled: file "a/u.onnx"`},
 	} {
 		m["precisions"] = c.edit(int8Entry())
 		data, _ := json.Marshal(m)

@@ -68,7 +68,7 @@ type ONNXHead struct {
 	loopErr  error
 	// unrolled are the fused graphs for one step count and guidance each, taken where they
 	// fit (nil unless unrolledWanted)
-	unrolled map[loopShape]*lazyLoop
+	unrolled *unrolledLoops
 	// useBinding says whether the per-step path keeps z bound (see ioBindingWanted).
 	useBinding bool
 }
@@ -82,8 +82,8 @@ func (h *ONNXHead) Close() error {
 			err = lerr
 		}
 	}
-	for _, l := range h.unrolled {
-		if lerr := l.close(); err == nil {
+	if h.unrolled != nil {
+		if lerr := h.unrolled.close(); err == nil {
 			err = lerr
 		}
 	}

@@ -3,7 +3,9 @@ package mar
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"marspec/onnxrt"
 )
@@ -53,19 +55,25 @@ type unrolledGraph struct {
 	file string
 }
 
-// loopShape is what an unrolled graph fixes: steps, and halves.
-type loopShape struct{ steps, halves int }
+// loopShape is what an unrolled graph fixes: steps and halves, and the rows of the session
+// it opens in (rows 0 in the pack's list: any).
+type loopShape struct{ steps, halves, rows int }
 
-// lazyLoop is a fused head graph opened on first use (or at open, where sampling uses it).
+// lazyLoop is a fused head graph opened on first use.
 type lazyLoop struct {
-	open func() (*HeadLoop, error)
-	once sync.Once
-	g    *HeadLoop
-	err  error
+	open   func() (*HeadLoop, error)
+	once   sync.Once
+	g      *HeadLoop
+	err    error
+	opened atomic.Bool // g is set
 }
 
 func (l *lazyLoop) get() (*HeadLoop, error) {
-	l.once.Do(func() { l.g, l.err = l.open() })
+	l.once.Do(func() {
+		if l.g, l.err = l.open(); l.err == nil {
+			l.opened.Store(true)
+		}
+	})
 	return l.g, l.err
 }
 
@@ -77,22 +85,130 @@ func (l *lazyLoop) close() error {
 	return nil
 }
 
+// unrolledLoops are a pack's unrolled graphs, each opened once per row count it is called
+// with, rounded up to a power of two: ONNX Runtime opens a graph of thousands of nodes
+// quickly only when every shape in it is known (onnxrt.SessionOptions.FixedDims), a CUDA
+// graph needs fixed shapes too, and MAR's schedule gives each AR step its own token count.
+// Rows past a call's own are zeros, which the head maps row by row: they change no real row.
+type unrolledLoops struct {
+	pack  *Pack
+	opt   onnxrt.SessionOptions
+	graph map[loopShape]unrolledGraph // by steps and halves (rows 0)
+	mu    sync.Mutex
+	open  map[loopShape]*lazyLoop // nil once closed
+}
+
+// has reports whether a graph is unrolled for steps and halves.
+func (u *unrolledLoops) has(steps, halves int) bool {
+	_, ok := u.graph[loopShape{steps, halves, 0}]
+	return ok
+}
+
+// session is the graph for steps and halves opened for rows, opened on first use.
+func (u *unrolledLoops) session(steps, halves, rows int) (*HeadLoop, error) {
+	spec := u.graph[loopShape{steps, halves, 0}]
+	key := loopShape{steps, halves, rows}
+	u.mu.Lock()
+	if u.open == nil {
+		u.mu.Unlock()
+		return nil, fmt.Errorf("%s/%s: used after Close", u.pack.Source, spec.File)
+	}
+	l := u.open[key]
+	if l == nil {
+		opt := u.opt
+		opt.FixedDims = append(slices.Clone(opt.FixedDims), onnxrt.FixedDim{Name: "N", Size: int64(rows)})
+		// The CPU provider lays out a copy of a weight per node that reads it: once per step
+		// here (a MAR-B head at 100 steps held 9.8 GB), where the rolled loop holds one.
+		opt.Tuning.NoPrepack = opt.Tuning.NoPrepack || !opt.Device.CUDA
+		l = &lazyLoop{open: func() (*HeadLoop, error) {
+			return newHeadLoopFixed(spec.data, spec.file, u.pack.Manifest, opt,
+				fmt.Sprintf("%s/%s (%d rows)", u.pack.Source, spec.File, rows), steps, halves)
+		}}
+		u.open[key] = l
+	}
+	u.mu.Unlock()
+	return l.get()
+}
+
+func (u *unrolledLoops) close() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var err error
+	for _, l := range u.open {
+		if cerr := l.close(); err == nil {
+			err = cerr
+		}
+	}
+	u.open = nil
+	return err
+}
+
+// unrolledRows is the row count of the session a call of n rows runs in.
+func unrolledRows(n int) int {
+	rows := 1
+	for rows < n {
+		rows *= 2
+	}
+	return rows
+}
+
 // fusedLoops is the head's fused reverse diffusion: the rolled graph (any step count) and the
 // unrolled ones, each for one step count and guidance, taken where one fits the call.
 type fusedLoops struct {
 	rolled   *HeadLoop
-	unrolled map[loopShape]*lazyLoop
+	unrolled *unrolledLoops
 }
 
 func (f *fusedLoops) RunLoop(n, steps, halves int, fill func(LoopInputs), read func(LoopOutputs)) error {
-	if l := f.unrolled[loopShape{steps, halves}]; l != nil {
-		g, err := l.get()
-		if err != nil {
-			return err
-		}
+	if !f.unrolled.has(steps, halves) {
+		return f.rolled.RunLoop(n, steps, halves, fill, read)
+	}
+	rows := unrolledRows(n)
+	g, err := f.unrolled.session(steps, halves, rows)
+	if err != nil {
+		return err
+	}
+	if rows == n {
 		return g.RunLoop(n, steps, halves, fill, read)
 	}
-	return f.rolled.RunLoop(n, steps, halves, fill, read)
+	return runPadded(g, n, rows, steps, halves, fill, read)
+}
+
+// runPadded runs n rows in a session of more rows: fill writes n rows into buffers of their
+// own, which go to the session's first n rows; the rest are zeros (guidance 1); read gets the
+// first n rows of each output.
+func runPadded(g *HeadLoop, n, rows, steps, halves int, fill func(LoopInputs), read func(LoopOutputs)) error {
+	D, W := g.dim, g.width
+	in := LoopInputs{XT: make([]float64, n*D), Noise: make([]float64, steps*n*D), Z: make([]float32, halves*n*W),
+		CFG: make([]float64, n), T: make([]float32, steps), Coef: make([]float64, steps*numCoefs), Clip: make([]float64, 2)}
+	fill(in)
+	return g.RunLoop(rows, steps, halves, func(p LoopInputs) {
+		padRows(p.XT, in.XT, 1, n, rows, D)
+		padRows(p.Noise, in.Noise, steps, n, rows, D)
+		padRows(p.Z, in.Z, halves, n, rows, W)
+		copy(p.CFG, in.CFG)
+		for i := n; i < rows; i++ {
+			p.CFG[i] = 1
+		}
+		copy(p.T, in.T)
+		copy(p.Coef, in.Coef)
+		copy(p.Clip, in.Clip)
+	}, func(p LoopOutputs) {
+		out := LoopOutputs{X0: p.X0[:n*D], LastMean: p.LastMean[:n*D], HalfLogVar: make([]float64, steps*n*D)}
+		for s := range steps {
+			copy(out.HalfLogVar[s*n*D:(s+1)*n*D], p.HalfLogVar[s*rows*D:])
+		}
+		read(out)
+	})
+}
+
+// padRows copies blocks of n rows of width w from src into blocks of rows rows in dst and
+// zeroes the rest of each block.
+func padRows[T float32 | float64](dst, src []T, blocks, n, rows, w int) {
+	for b := range blocks {
+		copy(dst[b*rows*w:], src[b*n*w:(b+1)*n*w])
+		clear(dst[(b*rows+n)*w : (b+1)*rows*w])
+	}
 }
 
 // unrolledWanted decides whether the fused head takes an unrolled graph where one fits.
@@ -108,26 +224,34 @@ func unrolledWanted(dev onnxrt.Device) bool {
 	return dev.CUDA
 }
 
-// openUnrolled prepares the pack's unrolled graphs for the head, opened now when open is set.
-func (p *Pack) openUnrolled(opt onnxrt.SessionOptions, open bool) (map[loopShape]*lazyLoop, error) {
+// unrolledLoops are the pack's unrolled graphs for the head, or nil when it has none.
+func (p *Pack) unrolledLoops(opt onnxrt.SessionOptions) *unrolledLoops {
 	if len(p.unrolled) == 0 {
-		return nil, nil
+		return nil
 	}
-	set := map[loopShape]*lazyLoop{}
-	for _, u := range p.unrolled {
-		u := u
-		l := &lazyLoop{open: func() (*HeadLoop, error) {
-			return newHeadLoopFixed(u.data, u.file, p.Manifest, opt, p.Source+"/"+u.File, u.Steps, u.halves())
-		}}
-		set[loopShape{u.Steps, u.halves()}] = l
-		if open {
-			if _, err := l.get(); err != nil {
-				for _, o := range set {
-					o.close()
-				}
-				return nil, err
-			}
+	u := &unrolledLoops{pack: p, opt: opt, graph: map[loopShape]unrolledGraph{}, open: map[loopShape]*lazyLoop{}}
+	for _, g := range p.unrolled {
+		u.graph[loopShape{g.Steps, g.halves(), 0}] = g
+	}
+	return u
+}
+
+// UnrolledSessions names the unrolled graphs the head has opened so far, each with the rows
+// of its session ("head_loop.guided100.onnx (8 rows)"), sorted: bench and tests read which
+// graph served the fused head.
+func (h *ONNXHead) UnrolledSessions() []string {
+	if h.unrolled == nil {
+		return nil
+	}
+	u := h.unrolled
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var names []string
+	for key, l := range u.open {
+		if l.opened.Load() {
+			names = append(names, fmt.Sprintf("%s (%d rows)", u.graph[loopShape{key.steps, key.halves, 0}].File, key.rows))
 		}
 	}
-	return set, nil
+	slices.Sort(names)
+	return names
 }

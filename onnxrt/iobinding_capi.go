@@ -34,6 +34,7 @@ enum {
 	pos_release_run_options = 97,
 	pos_release_tensor_type_and_shape_info = 99,
 	pos_create_allocator = 131,
+	pos_add_free_dimension_override_by_name = 124,
 	pos_release_allocator = 132,
 	pos_run_with_binding = 133,
 	pos_create_io_binding = 134,
@@ -115,6 +116,11 @@ static char *mb_bind_output_to_device(void *binding, const char *name, void *inf
 
 static void mb_clear_outputs(void *binding) {
 	((void (*)(void *))mb_api[pos_clear_bound_outputs])(binding);
+}
+
+// mb_fix_dim fixes a named free dimension of every graph the options open.
+static char *mb_fix_dim(void *options, const char *name, int64_t size) {
+	return mb_status(((void *(*)(void *, const char *, int64_t))mb_api[pos_add_free_dimension_override_by_name])(options, name, size));
 }
 
 // mb_bind_output binds an existing tensor as an output: the run writes into its memory.
@@ -258,6 +264,13 @@ const (
 
 // The wrappers below take and return the C objects as unsafe.Pointer (OrtSession, OrtIoBinding,
 // OrtMemoryInfo, OrtValue).
+
+// fixDim sets a free dimension override on session options (OrtSessionOptions).
+func fixDim(options unsafe.Pointer, name string, size int64) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return status(C.mb_fix_dim(options, cname, C.int64_t(size)))
+}
 
 func createBinding(session unsafe.Pointer) (unsafe.Pointer, error) {
 	var out unsafe.Pointer

@@ -1,0 +1,70 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"marspec/mar"
+	"marspec/onnxrt"
+)
+
+// TestUnrolledHeadOnMARLayout: unroll_head.py gives a pack of MAR-B's layout (ci_target) its
+// fused head unrolled for 25 and 100 steps, fp32 and int8, guided and unguided, and the head
+// samples through those graphs what it samples through the per-step head: every denoiser case
+// of TestFusedHeadOnMARLayout (5 rows, run in sessions of 8: padded rows must not touch real
+// ones), and whole images at 100 steps. The unrolled sessions must be the ones that ran.
+func TestUnrolledHeadOnMARLayout(t *testing.T) {
+	needTorch(t)
+	lib := ortLib(t)
+	packs := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(python, args...)
+		cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", filepath.Base(args[0]), err, out)
+		}
+	}
+	run(tool("packs", "make_random_packs.py"), "--models", "ci_target", "--vae", "ci_kl16", "--out", packs)
+	pack := filepath.Join(packs, "ci-target")
+	run(tool("packs", "quantize_pack.py"), pack)
+	run(tool("packs", "unroll_head.py"), pack, "--steps", "25", "--steps", "100")
+	man, err := mar.LoadManifest(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mar.UnrolledLoop{{File: "head_loop.guided25.onnx", Steps: 25, Guided: true}, {File: "head_loop.unguided25.onnx", Steps: 25},
+		{File: "head_loop.guided100.onnx", Steps: 100, Guided: true}, {File: "head_loop.unguided100.onnx", Steps: 100}}
+	if !slices.Equal(man.HeadLoop.Unrolled, want) {
+		t.Fatalf("manifest head_loop.unrolled %+v, want %+v", man.HeadLoop.Unrolled, want)
+	}
+	if got := man.Precisions[mar.Int8].HeadLoopUnrolled; len(got) != 4 || got[0].File != "head_loop.int8.guided25.onnx" {
+		t.Fatalf("manifest precisions.int8.head_loop_unrolled %+v, want the int8 head loop unrolled for 25 and 100 steps", got)
+	}
+	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MARSPEC_HEAD_UNROLLED", "on")
+	unrolled := openWithHeadLoop(t, pack, "on")
+	compareDenoisers(t, unrolled)
+	opened := unrolled.Head.(*mar.ONNXHead).UnrolledSessions()
+	wantOpened := []string{"head_loop.guided100.onnx (8 rows)", "head_loop.guided25.onnx (8 rows)",
+		"head_loop.unguided100.onnx (8 rows)", "head_loop.unguided25.onnx (8 rows)"}
+	if !slices.Equal(opened, wantOpened) {
+		t.Fatalf("unrolled sessions opened: %q, want %q", opened, wantOpened)
+	}
+	t.Setenv("MARSPEC_HEAD_UNROLLED", "off")
+	compareImages(t, unrolled, openWithHeadLoop(t, pack, "off"))
+
+	t.Setenv("MARSPEC_HEAD_UNROLLED", "on")
+	t.Setenv("MARSPEC_HEAD_LOOP", "on")
+	int8Unrolled := openAt(t, pack, mar.Int8)
+	t.Cleanup(func() { int8Unrolled.Head.(*mar.ONNXHead).Close() })
+	compareDenoisers(t, int8Unrolled)
+	if got := int8Unrolled.Head.(*mar.ONNXHead).UnrolledSessions(); len(got) != 4 || got[0] != "head_loop.int8.guided100.onnx (8 rows)" {
+		t.Fatalf("int8 unrolled sessions opened: %q, want the four int8 graphs at 8 rows", got)
+	}
+}
