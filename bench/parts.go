@@ -5,6 +5,7 @@ import (
 	"io"
 	"runtime"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -58,6 +59,9 @@ type PartsReport struct {
 	HeadStep    PartTiming `json:"head_step"` // one diffusion step over an AR step's tokens
 	Decode      PartTiming `json:"decode"`    // one image through the tokenizer
 	LoadAverage [2]string  `json:"load_average"`
+	// UnrolledSessions are the unrolled fused head graphs that ran, with their row counts
+	// (scripts/packs/unroll_head.py); none where the rolled loop or the per-step head ran
+	UnrolledSessions []string `json:"unrolled_sessions,omitempty"`
 }
 
 // timedTokenizer times the decoder, which Generate calls once per finished image.
@@ -97,6 +101,15 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 		if loop == nil {
 			return PartsReport{}, fmt.Errorf("--fused-head: pack %s has no head_loop graph (scripts/packs/fuse_head.py adds one)", m.Manifest.Name)
 		}
+	}
+	// The unrolled fused head opens a session per row count on first use (and CUDA captures a
+	// graph there): made now, the timed rounds do not pay for it.
+	batch := opt.Batch
+	if batch == 0 {
+		batch = pf.Images
+	}
+	if err := m.PrepareUnrolled(opt, batch); err != nil {
+		return PartsReport{}, err
 	}
 	defer func(tr mar.Transformer) { m.Transformer, m.Head, m.Tokenizer = tr, onnxHead, tok }(m.Transformer)
 	if m.Cached != nil {
@@ -149,7 +162,15 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 		CFG: pf.CFG, Rounds: pf.Rounds, ImagesPerSecond: float64(pf.Images) / med.wall.Seconds(), Cache: opt.Cache.String(),
 		HeadPath:    map[bool]string{false: "per-step", true: "fused"}[loop != nil],
 		Transformer: timing(med.tr), CachedPass: timing(med.cached), HeadStep: timing(med.head), Decode: timing(med.dec),
-		LoadAverage: [2]string{load0, loadAvg()}}, nil
+		LoadAverage: [2]string{load0, loadAvg()}, UnrolledSessions: unrolledSessions(onnxHead)}, nil
+}
+
+// unrolledSessions lists the unrolled fused head graphs the head opened (mar.ONNXHead).
+func unrolledSessions(h mar.Head) []string {
+	if u, ok := h.(interface{ UnrolledSessions() []string }); ok {
+		return u.UnrolledSessions()
+	}
+	return nil
 }
 
 // PrintParts writes a PartsReport as a table, with the GEMM peak when one was measured.
@@ -158,6 +179,9 @@ func PrintParts(out io.Writer, r PartsReport, peak *onnxrt.GEMMResult) error {
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), r.Threads, r.Tuning, r.LoadAverage[0], r.LoadAverage[1])
 	fmt.Fprintf(out, "# %s target-only: %d images, batch %d (0 = all), num-iter %d, steps %d, cfg %g, cache %s, %s head; median of %d rounds; pack opened in %.2f s\n\n",
 		r.Pack, r.Images, r.Batch, r.NumIter, r.Steps, r.CFG, r.Cache, r.HeadPath, r.Rounds, r.OpenSeconds)
+	if len(r.UnrolledSessions) > 0 {
+		fmt.Fprintf(out, "# unrolled fused head sessions: %s\n\n", strings.Join(r.UnrolledSessions, ", "))
+	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "part\tcalls\tms per call\tshare of wall time\t")
 	type row struct {

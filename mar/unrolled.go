@@ -255,3 +255,44 @@ func (h *ONNXHead) UnrolledSessions() []string {
 	slices.Sort(names)
 	return names
 }
+
+// PrepareUnrolled opens the unrolled fused head sessions that generating batches of batch
+// images at opt (validated: num_iter, steps, guidance) will call, and runs each once on zeros
+// (with MARSPEC_CUDA_GRAPH=on that run captures its CUDA graph), so that a timed generation
+// meets no session to open. Nothing to do where the head has no unrolled graph for opt.
+func (m *Model) PrepareUnrolled(opt Options, batch int) error {
+	h, ok := m.Head.(*ONNXHead)
+	halves := 1
+	if opt.CFG != 1 {
+		halves = 2
+	}
+	if !ok || h.unrolled == nil || !h.unrolled.has(opt.Steps, halves) || batch < 1 {
+		return nil
+	}
+	numIter := opt.NumIter
+	if numIter == 0 {
+		numIter = m.Manifest.SeqLen()
+	}
+	seen := map[int]bool{}
+	for _, size := range StepSizes(m.Manifest.SeqLen(), numIter) {
+		rows := unrolledRows(size * batch)
+		if seen[rows] {
+			continue
+		}
+		seen[rows] = true
+		g, err := h.unrolled.session(opt.Steps, halves, rows)
+		if err != nil {
+			return err
+		}
+		if err := g.RunLoop(rows, opt.Steps, halves, func(in LoopInputs) {
+			for _, s := range [][]float64{in.XT, in.Noise, in.CFG, in.Coef, in.Clip} {
+				clear(s)
+			}
+			clear(in.Z)
+			clear(in.T)
+		}, func(LoopOutputs) {}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

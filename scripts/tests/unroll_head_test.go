@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +59,36 @@ func TestUnrolledHeadOnMARLayout(t *testing.T) {
 	}
 	t.Setenv("MARSPEC_HEAD_UNROLLED", "off")
 	compareImages(t, unrolled, openWithHeadLoop(t, pack, "off"))
+
+	// PrepareUnrolled opens what a generation then calls, and nothing more: 2 images at
+	// num_iter 16 decode 2 x StepSizes tokens per AR step, in sessions of the next power of two.
+	t.Setenv("MARSPEC_HEAD_UNROLLED", "on")
+	fresh := openWithHeadLoop(t, pack, "on")
+	opt := mar.Options{Seed: 5, CFG: 2.9, CFGSchedule: "linear", Temperature: 1, NumIter: 16, Steps: 100}
+	if err := fresh.PrepareUnrolled(opt, 2); err != nil {
+		t.Fatal(err)
+	}
+	prepared := fresh.Head.(*mar.ONNXHead).UnrolledSessions()
+	var wantRows []string
+	for _, size := range mar.StepSizes(fresh.Manifest.SeqLen(), 16) {
+		rows := 1
+		for rows < 2*size {
+			rows *= 2
+		}
+		if name := fmt.Sprintf("head_loop.guided100.onnx (%d rows)", rows); !slices.Contains(wantRows, name) {
+			wantRows = append(wantRows, name)
+		}
+	}
+	slices.Sort(wantRows)
+	if !slices.Equal(prepared, wantRows) {
+		t.Fatalf("PrepareUnrolled opened %q, want %q", prepared, wantRows)
+	}
+	if _, err := fresh.Generate([]int{1, 207}, opt); err != nil {
+		t.Fatal(err)
+	}
+	if after := fresh.Head.(*mar.ONNXHead).UnrolledSessions(); !slices.Equal(after, prepared) {
+		t.Fatalf("generating after PrepareUnrolled opened more sessions: %q, prepared %q", after, prepared)
+	}
 
 	t.Setenv("MARSPEC_HEAD_UNROLLED", "on")
 	t.Setenv("MARSPEC_HEAD_LOOP", "on")
