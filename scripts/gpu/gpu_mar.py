@@ -8,9 +8,13 @@ reach is listed as not measured):
 
   pack           make the random MAR-B pack with its official-layout checkpoint (and
                  head_loop.onnx, transformer_cached.onnx); add fp16 graphs with
-                 scripts/packs/half_pack.py where that tool exists
+                 scripts/packs/half_pack.py where that tool exists, then the fused head
+                 unrolled for the run's step count (scripts/packs/unroll_head.py)
   ratio-b8       official code under bf16 autocast; marspec fp16 and fp32, fused head + cache
+                 (the unrolled graph; the rolled loop where the unrolled row fails)
   ratio-b64      the same at batch 64
+  loop-kinds     marspec fp16 fused head + cache, batch 8 and 64, as the unrolled graph
+                 captured as CUDA graphs (MARSPEC_CUDA_GRAPH=on) and as the rolled ONNX Loop
   parity         fp16 against fp32 images (same seed, fused head), against PARITY_* below
   official-fp32  the official code in fp32 at batch 8 and 64
   fused          marspec fp16 and fp32, fused head without the cache, batch 8 and 64
@@ -58,9 +62,15 @@ from lib.pngfile import read_png  # noqa: E402
 PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE = 2.0, 8, 0.99
 
 # (name, budget in seconds on an H100/H200): the order is the priority
-STAGES = [("pack", 120), ("ratio-b8", 75), ("ratio-b64", 110), ("parity", 35), ("official-fp32", 70), ("fused", 50),
-          ("per-step", 60), ("batch-1", 60), ("energy-head", 0)]  # energy-head: whatever is left
-HEADS = {"per-step": [], "fused": ["--fused-head"], "fused+cache": ["--fused-head", "--cache"]}
+STAGES = [("pack", 120), ("ratio-b8", 75), ("ratio-b64", 110), ("loop-kinds", 70), ("parity", 35), ("official-fp32", 70),
+          ("fused", 50), ("per-step", 60), ("batch-1", 60), ("energy-head", 0)]  # energy-head: whatever is left
+# head -> (bench flags, environment): "fused" is the unrolled graph where the pack has one for
+# the run's steps (the pack stage makes it), "rolled" the ONNX Loop, "graph" the unrolled graph
+# replayed as CUDA graphs (docs/gpu.md)
+UNROLLED, ROLLED = {"MARSPEC_HEAD_UNROLLED": "on"}, {"MARSPEC_HEAD_UNROLLED": "off"}
+HEADS = {"per-step": ([], {}), "fused": (["--fused-head"], UNROLLED), "fused+cache": (["--fused-head", "--cache"], UNROLLED),
+         "rolled+cache": (["--fused-head", "--cache"], ROLLED),
+         "graph+cache": (["--fused-head", "--cache"], {**UNROLLED, "MARSPEC_CUDA_GRAPH": "on"})}
 PRECISIONS = ("fp16", "fp32")
 
 
@@ -152,8 +162,9 @@ class Run:
             a = self.args
             argv = ["bench", "--parts", "--json", "--target", a.pack, "--images", str(batch), "--batch", str(batch),
                     "--num-iter", str(a.num_iter), "--steps", str(a.steps), "--cfg", str(a.cfg), "--rounds", "1",
-                    "--precision", precision, *HEADS[head]]
-            return {"argv": argv, "stats": json.loads(self.marspec(argv).strip().splitlines()[-1])}
+                    "--precision", precision, *HEADS[head][0]]
+            env = HEADS[head][1]
+            return {"argv": argv, "env": env, "stats": json.loads(self.marspec(argv, env).strip().splitlines()[-1])}
         return self.measure(f"marspec/{precision}/{head}/b{batch}", fn)
 
     def official_row(self, kind, batch):
@@ -232,10 +243,29 @@ class Run:
         elif not rec or "stats" not in rec:
             self.fp16_reason = (rec or {}).get("skipped") or "no fp16 graphs: " + ((rec or {}).get("error") or "half_pack.py was not reached")
 
+        def unroll():  # after half_pack.py, so the fp16 head loop is unrolled too
+            start = time.time()
+            self.command([a.python, os.path.join(SCRIPTS, "packs", "unroll_head.py"), a.pack, "--steps", str(a.steps)],
+                         {"PYTHONWARNINGS": "ignore"})
+            return {"stats": {"seconds": round(time.time() - start, 1)}}
+        self.measure("pack/unrolled", unroll)
+
     def ratio_rows(self, batch):
         self.official_row("bf16", batch)
         for precision in PRECISIONS:
-            self.marspec_row(precision, "fused+cache", batch)
+            rec = self.marspec_row(precision, "fused+cache", batch)
+            if rec and "error" in rec:  # an unrolled graph that fails on the device still leaves a ratio
+                self.marspec_row(precision, "rolled+cache", batch)
+
+    def loop_kinds(self):
+        """Which way the fused head's loop is cheapest on the device: the unrolled graph (the
+        ratio rows), the same captured as CUDA graphs, or the rolled ONNX Loop. fp16, the
+        fastest precision on a GPU; fp32 on the CPU, which refuses fp16."""
+        precision = "fp32" if self.args.device == "cpu" else "fp16"
+        b1, b8, b64 = self.args.batches
+        for b in (b8, b64):
+            for head in ("graph+cache", "rolled+cache"):
+                self.marspec_row(precision, head, b)
 
     def stage_parity(self):
         a = self.args
@@ -282,6 +312,7 @@ class Run:
             "pack": self.stage_pack,
             "ratio-b8": lambda: self.ratio_rows(b8),
             "ratio-b64": lambda: self.ratio_rows(b64),
+            "loop-kinds": self.loop_kinds,
             "parity": self.stage_parity,
             "official-fp32": lambda: [self.official_row("fp32", b) for b in (b8, b64)],
             "fused": lambda: [self.marspec_row(p, "fused", b) for b in (b8, b64) for p in PRECISIONS],

@@ -64,7 +64,10 @@ def write_report(run):
          f"num_iter {a.num_iter}, {a.steps} diffusion steps, cfg {a.cfg:g} (linear schedule). Images/s of one batch "
          "(generation and decoding) after one untimed image, each row one process: marspec `bench --parts --json`, the "
          "official code `scripts/bench/official_mar_bench.py` (its warm-up image at 4 AR steps). Head share: the wall "
-         "time inside head calls (the fused graph's calls for the fused head).", ""]
+         "time inside head calls (the fused graph's calls for the fused head). Heads: fused is the reverse diffusion "
+         "in one call per AR step, as the graph unrolled for the run's step count (`unroll_head.py`, a session per "
+         "power-of-two row count, opened before timing); rolled is the same as an ONNX Loop; graph is the unrolled "
+         "graph replayed as CUDA graphs (`MARSPEC_CUDA_GRAPH=on`).", ""]
     if a.tiny:
         L += [f"**Tiny sizes on the {'CPU' if a.device == 'cpu' else a.device}** (`--tiny`): batches {b1}, {b8}, {b64} stand for 1, 8, 64; a check that every "
               "stage runs, not a GPU number.", ""]
@@ -76,10 +79,14 @@ def write_report(run):
         recs = [res.get(f"official/{kind}/b{b}") for b in a.batches]
         L.append(f"| official | {label} | PyTorch loop | " + " | ".join(cell(r, f3, notes) for r in recs) + " | |")
     for precision in ("fp32", "fp16"):
-        for head in ("per-step", "fused", "fused+cache"):
+        for head in ("per-step", "fused", "fused+cache", "rolled+cache", "graph+cache"):
             recs = [res.get(f"marspec/{precision}/{head}/b{b}") for b in a.batches]
+            extra = head in ("rolled+cache", "graph+cache")  # loop-kinds' rows: one precision, batches 8 and 64
+            if extra and not any(recs):
+                continue
             shares = " / ".join(f"{100 * head_share(r):.1f}%" if head_share(r) is not None else "-" for r in recs)
-            L.append(f"| marspec | {precision} | {head} | " + " | ".join(cell(r, f3, notes) for r in recs) + f" | {shares} |")
+            L.append(f"| marspec | {precision} | {head} | " + " | ".join("-" if extra and r is None else cell(r, f3, notes)
+                                                                     for r in recs) + f" | {shares} |")
     L += [""] + [f"- [{i + 1}] {n}" for i, n in enumerate(notes)] + ([""] if notes else [])
     L += ratio_lines(run) + [""] + parity_lines(run) + [""] + stage_lines(run) + [""]
     with open(os.path.join(a.out, "gpu-mar.md"), "w") as f:

@@ -21,7 +21,7 @@ type marRecord struct {
 
 // The stages of issue 40's device script, in its order; a stage that disappears from the
 // script (or is renamed) fails TestGPUMarTiny.
-var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "official-fp32", "fused", "per-step", "batch-1", "energy-head"}
+var marStages = []string{"pack", "ratio-b8", "ratio-b64", "loop-kinds", "parity", "official-fp32", "fused", "per-step", "batch-1", "energy-head"}
 
 // Issue 40's device script (scripts/gpu/gpu_mar.py, the default of gpu_bench.sh) at tiny sizes
 // on the CPU: every stage must run and every row of its matrix (official fp32 and bf16
@@ -80,6 +80,23 @@ func TestGPUMarTiny(t *testing.T) {
 			}
 		}
 	}
+	if r := recs["pack/unrolled"]; r.Stats == nil {
+		t.Errorf("unroll_head.py did not run: %+v", r)
+	}
+	// the fused rows run the unrolled graph, the rolled rows the ONNX Loop, the graph rows the
+	// unrolled graph through fixed-address runs (no capture on the CPU)
+	for key, unrolled := range map[string]bool{"marspec/fp32/fused+cache/b2": true, "marspec/fp32/fused/b4": true,
+		"marspec/fp32/graph+cache/b2": true, "marspec/fp32/graph+cache/b4": true, "marspec/fp32/rolled+cache/b2": false,
+		"marspec/fp32/rolled+cache/b4": false, "marspec/fp32/per-step/b2": false} {
+		var s struct {
+			Sessions []string `json:"unrolled_sessions"`
+		}
+		if r := recs[key]; r.Stats == nil || json.Unmarshal(r.Stats, &s) != nil {
+			t.Errorf("%s not measured: %+v", key, r)
+		} else if checkIPS(t, key, r.Stats, true); (len(s.Sessions) > 0) != unrolled {
+			t.Errorf("%s: unrolled sessions %q, want some: %v", key, s.Sessions, unrolled)
+		}
+	}
 	if r := recs["parity/fp16-vs-fp32"]; !strings.Contains(r.Skipped, "refused on the CPU") {
 		t.Errorf("fp16 parity: %+v", r)
 	}
@@ -108,6 +125,7 @@ func TestGPUMarTiny(t *testing.T) {
 		}
 	}
 	for _, w := range []string{"| official | fp32 |", "| official | bf16 autocast |", "| marspec | fp32 | fused+cache | ",
+		"| marspec | fp32 | graph+cache | ", "| marspec | fp32 | rolled+cache | ",
 		"| marspec | fp16 | per-step | skipped [", "Tiny sizes on the CPU", "fp16 against fp32", "head share", "| done |"} {
 		if !strings.Contains(report, w) {
 			t.Errorf("report lacks %q:\n%s", w, report)
