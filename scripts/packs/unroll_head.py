@@ -127,6 +127,9 @@ def unroll(model, steps, guided):
     """head_loop.onnx's model with its loop unrolled over `steps` steps for guided (G = 2) or
     unguided (G = 1) runs."""
     g = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 13:  # Split's sizes and Squeeze's axes are inputs from opset 13 on
+        raise SystemExit(f"head loop graph at opset {opset}: unroll_head.py writes opset 13 or later nodes")
     if [o.name for o in g.output] != OUTPUTS:
         raise SystemExit(f"not a head loop graph: outputs {[o.name for o in g.output]}, want {OUTPUTS}")
     ifs = [n for n in g.node if n.op_type == "If"]
