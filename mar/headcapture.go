@@ -59,10 +59,10 @@ func (f *fixedLoops) run(h *HeadLoop, n, steps, halves int, fill func(LoopInputs
 		}
 	}
 	return r.Run(func(in onnxrt.Tensors) error {
-		fill(LoopInputs{XT: in.F64(0), Noise: in.F64(1), Z: in.F32(2), CFG: in.F64(3), T: in.F32(4), Coef: in.F64(5), Clip: in.F64(6)})
+		fill(loopInputs(in))
 		return nil
 	}, func(out onnxrt.Tensors) error {
-		read(LoopOutputs{X0: out.F64(0), LastMean: out.F64(1), HalfLogVar: out.F64(2)})
+		read(loopOutputs(out))
 		return nil
 	})
 }

@@ -99,12 +99,21 @@ func (h *HeadLoop) RunLoop(n, steps, halves int, fill func(LoopInputs), read fun
 		return h.fixed.run(h, n, steps, halves, fill, read)
 	}
 	return h.RunDims(onnxrt.Dims{n, steps, halves, 1}, func(in, _ onnxrt.Tensors) error {
-		fill(LoopInputs{XT: in.F64(0), Noise: in.F64(1), Z: in.F32(2), CFG: in.F64(3), T: in.F32(4), Coef: in.F64(5), Clip: in.F64(6)})
+		fill(loopInputs(in))
 		return nil
 	}, func(out onnxrt.Tensors) error {
-		read(LoopOutputs{X0: out.F64(0), LastMean: out.F64(1), HalfLogVar: out.F64(2)})
+		read(loopOutputs(out))
 		return nil
 	})
+}
+
+// loopInputs and loopOutputs name the fused graph's tensors, in its input and output order.
+func loopInputs(in onnxrt.Tensors) LoopInputs {
+	return LoopInputs{XT: in.F64(0), Noise: in.F64(1), Z: in.F32(2), CFG: in.F64(3), T: in.F32(4), Coef: in.F64(5), Clip: in.F64(6)}
+}
+
+func loopOutputs(out onnxrt.Tensors) LoopOutputs {
+	return LoopOutputs{X0: out.F64(0), LastMean: out.F64(1), HalfLogVar: out.F64(2)}
 }
 
 // LoopRunner runs a whole reverse diffusion in one call (HeadLoop, or a wrapper that times it).

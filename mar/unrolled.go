@@ -1,6 +1,7 @@
 package mar
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -273,17 +274,30 @@ func (m *Model) PrepareUnrolled(opt Options, batch int) error {
 	if numIter == 0 {
 		numIter = m.Manifest.SeqLen()
 	}
-	seen := map[int]bool{}
+	var counts []int
 	for _, size := range StepSizes(m.Manifest.SeqLen(), numIter) {
-		rows := unrolledRows(size * batch)
-		if seen[rows] {
-			continue
+		if rows := unrolledRows(size * batch); !slices.Contains(counts, rows) {
+			counts = append(counts, rows)
 		}
-		seen[rows] = true
-		g, err := h.unrolled.session(opt.Steps, halves, rows)
-		if err != nil {
-			return err
-		}
+	}
+	// Opened side by side: a session of a MAR-B graph unrolled for 100 steps takes seconds to
+	// plan, one core each, and a GPU machine has cores to spare.
+	sessions := make([]*HeadLoop, len(counts))
+	errs := make([]error, len(counts))
+	var wg sync.WaitGroup
+	for i, rows := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sessions[i], errs[i] = h.unrolled.session(opt.Steps, halves, rows)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, rows := range counts {
+		g := sessions[i]
 		if err := g.RunLoop(rows, opt.Steps, halves, func(in LoopInputs) {
 			for _, s := range [][]float64{in.XT, in.Noise, in.CFG, in.Coef, in.Clip} {
 				clear(s)
