@@ -118,9 +118,6 @@ func (u *unrolledLoops) session(steps, halves, rows int) (*HeadLoop, error) {
 	if l == nil {
 		opt := u.opt
 		opt.FixedDims = append(slices.Clone(opt.FixedDims), onnxrt.FixedDim{Name: "N", Size: int64(rows)})
-		// The CPU provider lays out a copy of a weight per node that reads it: once per step
-		// here (a MAR-B head at 100 steps held 9.8 GB), where the rolled loop holds one.
-		opt.Tuning.NoPrepack = opt.Tuning.NoPrepack || !opt.Device.CUDA
 		l = &lazyLoop{open: func() (*HeadLoop, error) {
 			return newHeadLoopFixed(spec.data, spec.file, u.pack.Manifest, opt,
 				fmt.Sprintf("%s/%s (%d rows)", u.pack.Source, spec.File, rows), steps, halves)
