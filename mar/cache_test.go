@@ -309,3 +309,55 @@ func abs(x int) int {
 	}
 	return x
 }
+
+// On a GPU the cached graph's full pass would copy every block's K/V to host memory, so a pack
+// that serves from its cached graph on the CPU runs full passes on transformer.onnx there
+// (fullPassesFromCache), opened from disk or read from an fs: the plain pass's images, to the
+// bit, and the cached graph still opened for the cache.
+func TestGPUFullPassesOnTransformer(t *testing.T) {
+	lowerFullPassesThreshold(t)
+	was := fullPassesFromCache
+	fullPassesFromCache = func(onnxrt.Device) bool { return false } // the rule a CUDA device gets
+	t.Cleanup(func() { fullPassesFromCache = was })
+	if !was(onnxrt.CPU) || was(onnxrt.Device{CUDA: true}) {
+		t.Fatal("full passes from the cached graph: want on the CPU only")
+	}
+	_, ref := loadParity(t)
+	fromFS, err := LoadPackFS(os.DirFS("../models"), "target", "fs/target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromDisk, err := LoadPackDir("../models/target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := *ref
+	plain.Transformer = openPlainTransformer(t, ref)
+	classes := []int{2, 8}
+	opt := Options{Seed: 3, CFG: 3, NumIter: 8, Steps: 10}
+	want, err := plain.Generate(classes, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]*Pack{"fs": fromFS, "disk": fromDisk} {
+		if !p.ServesFromCache() || p.Transformer != nil || p.TransformerFile != "" {
+			t.Fatalf("%s: the pack read transformer.onnx before a device asked for it", name)
+		}
+		m, err := p.Open(onnxrt.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := Unmemoized(m.Transformer).(withCached); !ok || m.Cached == nil {
+			t.Fatalf("%s: the transformer is %T with cached graph %v, want transformer.onnx beside the cached graph", name, Unmemoized(m.Transformer), m.Cached != nil)
+		}
+		got, err := m.Generate(classes, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if !bytes.Equal(got[i].Pixels, want[i].Pixels) {
+				t.Fatalf("%s: image %d differs from transformer.onnx's", name, i)
+			}
+		}
+	}
+}
