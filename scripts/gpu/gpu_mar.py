@@ -10,16 +10,19 @@ reach is listed as not measured):
                  head_loop.onnx, transformer_cached.onnx); add fp16 graphs with
                  scripts/packs/half_pack.py where that tool exists, then the fused head
                  unrolled for the run's step count (scripts/packs/unroll_head.py)
-  ratio-b8       official code under bf16 autocast; marspec fp16 and fp32, fused head + cache
-                 (the unrolled graph; the rolled loop where the unrolled row fails)
+  ratio-b8       official code under bf16 autocast; marspec fp16, fused head unrolled and
+                 replayed as CUDA graphs (MARSPEC_CUDA_GRAPH=on), without the cache (the
+                 unrolled graph without replay, then the rolled loop, where that row fails)
   ratio-b64      the same at batch 64
-  loop-kinds     marspec fp16 fused head + cache, batch 8 and 64, as the unrolled graph
-                 captured as CUDA graphs (MARSPEC_CUDA_GRAPH=on) and as the rolled ONNX Loop
-  parity         fp16 against fp32 images (same seed, fused head), against PARITY_* below
+  parity         fp16 against fp32 images (same seed, fused head), and the CUDA graph replay
+                 against the same head without it, against PARITY_* below
+  head-kinds     marspec fp16 fused head as the unrolled graph without replay and as the rolled
+                 ONNX Loop, batch 8 and 64
+  cache          marspec fp16, the graph row with the cache (its K/V cross the host every call)
+  fp32           marspec fp32, the graph row, batch 8 and 64
   official-fp32  the official code in fp32 at batch 8 and 64
-  fused          marspec fp16 and fp32, fused head without the cache, batch 8 and 64
   per-step       marspec fp16 and fp32, the head one call per diffusion step, batch 8 and 64
-  batch-1        everything above at batch 1
+  batch-1        the ratio rows and the rest at batch 1
   energy-head    scripts/gpu/gpu_energy_head.sh with the minutes left (at least 1)
 
 marspec's rows are `marspec bench --parts --json` (images/s of generation and decoding after
@@ -62,15 +65,17 @@ from lib.pngfile import read_png  # noqa: E402
 PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE = 2.0, 8, 0.99
 
 # (name, budget in seconds on an H100/H200): the order is the priority
-STAGES = [("pack", 120), ("ratio-b8", 75), ("ratio-b64", 110), ("loop-kinds", 70), ("parity", 35), ("official-fp32", 70),
-          ("fused", 50), ("per-step", 60), ("batch-1", 60), ("energy-head", 0)]  # energy-head: whatever is left
+# (the run of 2026-11-27 on an H200: the ratio rows ran the cache, whose K/V cross the host at
+# every call, 60% of a generation there; and 35 s did not hold two generations for parity)
+STAGES = [("pack", 120), ("ratio-b8", 90), ("ratio-b64", 110), ("parity", 75), ("head-kinds", 80), ("cache", 50),
+          ("fp32", 60), ("official-fp32", 70), ("per-step", 60), ("batch-1", 60), ("energy-head", 0)]  # energy-head: whatever is left
 # head -> (bench flags, environment): "fused" is the unrolled graph where the pack has one for
 # the run's steps (the pack stage makes it), "rolled" the ONNX Loop, "graph" the unrolled graph
 # replayed as CUDA graphs (docs/gpu.md)
 UNROLLED, ROLLED = {"MARSPEC_HEAD_UNROLLED": "on"}, {"MARSPEC_HEAD_UNROLLED": "off"}
-HEADS = {"per-step": ([], {}), "fused": (["--fused-head"], UNROLLED), "fused+cache": (["--fused-head", "--cache"], UNROLLED),
-         "rolled+cache": (["--fused-head", "--cache"], ROLLED),
-         "graph+cache": (["--fused-head", "--cache"], {**UNROLLED, "MARSPEC_CUDA_GRAPH": "on"})}
+REPLAYED = {**UNROLLED, "MARSPEC_CUDA_GRAPH": "on"}
+HEADS = {"per-step": ([], {}), "fused": (["--fused-head"], UNROLLED), "graph": (["--fused-head"], REPLAYED),
+         "rolled": (["--fused-head"], ROLLED), "graph+cache": (["--fused-head", "--cache"], REPLAYED)}
 PRECISIONS = ("fp16", "fp32")
 
 
@@ -91,6 +96,7 @@ class Run:
         self.stage = ("", 0)  # the stage running: name, budget
         self.not_started = 0  # measurements the running stage had no time left to start
         self.stage_log = {}
+        self.tried = set()  # keys this run's stages reached, measured or not (the report's cells)
         self.stage_budgets, self.parity_tolerance = STAGES, (PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE)  # stage -> {"budget", "seconds", "status"}
         self.work = tempfile.mkdtemp(prefix="gpu-mar-")
         self.fp16_reason = None  # why fp16 rows are skipped, once known
@@ -115,6 +121,7 @@ class Run:
 
     def measure(self, key, fn, need=10):
         """Runs fn for key unless measured; a skip, a cut or a failure is recorded, not fatal."""
+        self.tried.add(key)
         if self.measured(key):
             return self.results[key]
         if self.left() < need:
@@ -252,41 +259,45 @@ class Run:
 
     def ratio_rows(self, batch):
         self.official_row("bf16", batch)
-        for precision in PRECISIONS:
-            rec = self.marspec_row(precision, "fused+cache", batch)
-            if rec and "error" in rec:  # an unrolled graph that fails on the device still leaves a ratio
-                self.marspec_row(precision, "rolled+cache", batch)
+        for head in ("graph", "fused", "rolled"):  # the next where a row fails on the device
+            rec = self.marspec_row("fp16", head, batch)
+            if not rec or "error" not in rec:
+                break
 
-    def loop_kinds(self):
-        """Which way the fused head's loop is cheapest on the device: the unrolled graph (the
-        ratio rows), the same captured as CUDA graphs, or the rolled ONNX Loop. fp16, the
-        fastest precision on a GPU; fp32 on the CPU, which refuses fp16."""
-        precision = "fp32" if self.args.device == "cpu" else "fp16"
-        b1, b8, b64 = self.args.batches
-        for b in (b8, b64):
-            for head in ("graph+cache", "rolled+cache"):
-                self.marspec_row(precision, head, b)
+    def fast(self):
+        """The precision of the rows that compare head paths: fp16, the fastest on a GPU; fp32
+        on the CPU, which refuses fp16."""
+        return "fp32" if self.args.device == "cpu" else "fp16"
 
     def stage_parity(self):
         a = self.args
         b = a.batches[1]
+        made = {}
 
         def images(precision, env):
             self.need_marspec(precision)
-            out = os.path.join(self.work, f"parity-{precision}-{env['MARSPEC_HEAD_LOOP']}")
-            self.marspec(["generate", "--model", a.pack, "--class", ",".join(str(c) for c in range(b)), "--n", "1", "--batch",
-                          str(b), "--num-iter", str(a.num_iter), "--steps", str(a.steps), "--cfg", str(a.cfg), "--seed", "5",
-                          "--precision", precision, "--json", "--quiet", "--grid", "none", "--out", out], env)
-            return out
+            name = f"parity-{precision}-" + "-".join(f"{k}={v}" for k, v in sorted(env.items()))
+            if name not in made:
+                out = os.path.join(self.work, name)
+                self.marspec(["generate", "--model", a.pack, "--class", ",".join(str(c) for c in range(b)), "--n", "1", "--batch",
+                              str(b), "--num-iter", str(a.num_iter), "--steps", str(a.steps), "--cfg", str(a.cfg), "--seed", "5",
+                              "--precision", precision, "--json", "--quiet", "--grid", "none", "--out", out], env)
+                made[name] = out
+            return made[name]
+
+        fused = {"MARSPEC_HEAD_LOOP": "on"}
 
         def fp16():
             self.need_marspec("fp16")
-            return {"stats": compare_folders(images("fp32", {"MARSPEC_HEAD_LOOP": "on"}), images("fp16", {"MARSPEC_HEAD_LOOP": "on"}))}
+            return {"stats": compare_folders(images("fp32", fused), images("fp16", fused))}
         self.measure("parity/fp16-vs-fp32", fp16)
+        # a replay reads and writes the addresses its capture saw: wrong buffers would show here
+        self.measure("parity/graph-vs-plain", lambda: {"stats": compare_folders(
+            images(self.fast(), fused), images(self.fast(), {**fused, "MARSPEC_CUDA_GRAPH": "on"}))})
         if a.tiny:
             # the comparison itself, where fp16 cannot run: two head paths that must agree
             self.measure("parity/check-fused-vs-per-step", lambda: {"stats": compare_folders(
-                images("fp32", {"MARSPEC_HEAD_LOOP": "on"}), images("fp32", {"MARSPEC_HEAD_LOOP": "off"}))})
+                images("fp32", fused), images("fp32", {"MARSPEC_HEAD_LOOP": "off"}))})
 
     def stage_energy(self):
         a = self.args
@@ -312,13 +323,14 @@ class Run:
             "pack": self.stage_pack,
             "ratio-b8": lambda: self.ratio_rows(b8),
             "ratio-b64": lambda: self.ratio_rows(b64),
-            "loop-kinds": self.loop_kinds,
             "parity": self.stage_parity,
+            "head-kinds": lambda: [self.marspec_row(self.fast(), h, b) for b in (b8, b64) for h in ("fused", "rolled")],
+            "cache": lambda: [self.marspec_row(self.fast(), "graph+cache", b) for b in (b8, b64)],
+            "fp32": lambda: [self.marspec_row("fp32", "graph", b) for b in (b8, b64)],
             "official-fp32": lambda: [self.official_row("fp32", b) for b in (b8, b64)],
-            "fused": lambda: [self.marspec_row(p, "fused", b) for b in (b8, b64) for p in PRECISIONS],
             "per-step": lambda: [self.marspec_row(p, "per-step", b) for b in (b8, b64) for p in PRECISIONS],
-            "batch-1": lambda: [self.ratio_rows(b1), *(self.marspec_row(p, h, b1) for h in ("fused", "per-step") for p in PRECISIONS),
-                                self.official_row("fp32", b1)],
+            "batch-1": lambda: [self.ratio_rows(b1), self.marspec_row("fp32", "graph", b1),
+                                *(self.marspec_row(self.fast(), h, b1) for h in ("fused", "per-step")), self.official_row("fp32", b1)],
             "energy-head": self.stage_energy,
         }
         if self.args.device != "cpu":

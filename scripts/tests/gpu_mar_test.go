@@ -21,12 +21,13 @@ type marRecord struct {
 
 // The stages of issue 40's device script, in its order; a stage that disappears from the
 // script (or is renamed) fails TestGPUMarTiny.
-var marStages = []string{"pack", "ratio-b8", "ratio-b64", "loop-kinds", "parity", "official-fp32", "fused", "per-step", "batch-1", "energy-head"}
+var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "energy-head"}
 
 // Issue 40's device script (scripts/gpu/gpu_mar.py, the default of gpu_bench.sh) at tiny sizes
 // on the CPU: every stage must run and every row of its matrix (official fp32 and bf16
-// autocast; marspec fp32 and fp16 with the per-step head, the fused head and the cache, at the
-// three batches; fp16 parity; the energy head) must be in results.jsonl, measured with numbers
+// autocast; marspec fp32 and fp16 with the fused head replayed, unrolled and rolled, the
+// per-step head and the cache; fp16 parity and replay parity; the energy head) must be in
+// results.jsonl, measured with numbers
 // that parse or skipped with its reason: fp16 is refused on the CPU, and torch 1.13 cannot
 // autocast MAR to bfloat16 there. A rerun measures nothing again, and the report has the rows.
 // The official code's rows run where MARSPEC_OFFICIAL_MAR names a copy of it (docs/gpu.md; about
@@ -67,42 +68,42 @@ func TestGPUMarTiny(t *testing.T) {
 				checkIPS(t, key, r.Stats, false)
 			}
 		}
-		for _, head := range []string{"per-step", "fused", "fused+cache"} {
-			key := fmt.Sprintf("marspec/fp32/%s/b%d", head, b)
-			if r := recs[key]; r.Stats == nil {
-				t.Errorf("%s not measured: %+v", key, r)
-			} else {
-				checkIPS(t, key, r.Stats, true)
-			}
-			key = fmt.Sprintf("marspec/fp16/%s/b%d", head, b)
-			if r := recs[key]; !strings.Contains(r.Skipped, "refused on the CPU") {
-				t.Errorf("%s: want skipped as refused on the CPU, got %+v", key, r)
-			}
+	}
+	// fp16 rows are refused on the CPU; the same rows run in fp32 there (the head paths'
+	// comparisons use fp32 on the CPU), each on the graph its head names: the unrolled graph for
+	// fused, graph (fixed-address runs, nothing captured on the CPU) and graph+cache, the ONNX
+	// Loop for rolled, none for per-step
+	refused := []string{"fp16/graph/b1", "fp16/graph/b2", "fp16/graph/b4", "fp16/per-step/b2", "fp16/per-step/b4"}
+	for _, row := range refused {
+		if r := recs["marspec/"+row]; !strings.Contains(r.Skipped, "refused on the CPU") {
+			t.Errorf("%s: want skipped as refused on the CPU, got %+v", row, r)
 		}
 	}
 	if r := recs["pack/unrolled"]; r.Stats == nil {
 		t.Errorf("unroll_head.py did not run: %+v", r)
 	}
-	// the fused rows run the unrolled graph, the rolled rows the ONNX Loop, the graph rows the
-	// unrolled graph through fixed-address runs (no capture on the CPU)
-	for key, unrolled := range map[string]bool{"marspec/fp32/fused+cache/b2": true, "marspec/fp32/fused/b4": true,
-		"marspec/fp32/graph+cache/b2": true, "marspec/fp32/graph+cache/b4": true, "marspec/fp32/rolled+cache/b2": false,
-		"marspec/fp32/rolled+cache/b4": false, "marspec/fp32/per-step/b2": false} {
+	unrolled := map[string]bool{"graph": true, "fused": true, "graph+cache": true, "rolled": false, "per-step": false}
+	for _, row := range []string{"graph/b1", "graph/b2", "graph/b4", "fused/b1", "fused/b2", "fused/b4", "rolled/b2", "rolled/b4",
+		"per-step/b1", "per-step/b2", "per-step/b4", "graph+cache/b2", "graph+cache/b4"} {
+		key := "marspec/fp32/" + row
 		var s struct {
 			Sessions []string `json:"unrolled_sessions"`
 		}
+		want := unrolled[strings.Split(row, "/")[0]]
 		if r := recs[key]; r.Stats == nil || json.Unmarshal(r.Stats, &s) != nil {
 			t.Errorf("%s not measured: %+v", key, r)
-		} else if checkIPS(t, key, r.Stats, true); (len(s.Sessions) > 0) != unrolled {
-			t.Errorf("%s: unrolled sessions %q, want some: %v", key, s.Sessions, unrolled)
+		} else if checkIPS(t, key, r.Stats, true); (len(s.Sessions) > 0) != want {
+			t.Errorf("%s: unrolled sessions %q, want some: %v", key, s.Sessions, want)
 		}
 	}
 	if r := recs["parity/fp16-vs-fp32"]; !strings.Contains(r.Skipped, "refused on the CPU") {
 		t.Errorf("fp16 parity: %+v", r)
 	}
-	var check struct{ Images, Within int }
-	if r := recs["parity/check-fused-vs-per-step"]; r.Stats == nil || json.Unmarshal(r.Stats, &check) != nil || check.Images != 2 || check.Within != 2 {
-		t.Errorf("the parity comparison on two head paths that agree: %+v (%s)", check, r.Stats)
+	for _, key := range []string{"parity/check-fused-vs-per-step", "parity/graph-vs-plain"} {
+		var check struct{ Images, Within int }
+		if r := recs[key]; r.Stats == nil || json.Unmarshal(r.Stats, &check) != nil || check.Images != 2 || check.Within != 2 {
+			t.Errorf("%s: two head paths that agree: %+v (%s)", key, check, r.Stats)
+		}
 	}
 	if r := recs["energy-head"]; r.Skipped == "" {
 		t.Errorf("energy head: %+v", r)
@@ -124,9 +125,10 @@ func TestGPUMarTiny(t *testing.T) {
 			t.Errorf("stage %s not done in the report: %q", s, stageRows[s])
 		}
 	}
-	for _, w := range []string{"| official | fp32 |", "| official | bf16 autocast |", "| marspec | fp32 | fused+cache | ",
-		"| marspec | fp32 | graph+cache | ", "| marspec | fp32 | rolled+cache | ",
-		"| marspec | fp16 | per-step | skipped [", "Tiny sizes on the CPU", "fp16 against fp32", "head share", "| done |"} {
+	for _, w := range []string{"| official | fp32 |", "| official | bf16 autocast |", "| marspec | fp32 | graph | ",
+		"| marspec | fp32 | fused | ", "| marspec | fp32 | rolled | ", "| marspec | fp32 | graph+cache | ",
+		"| marspec | fp16 | graph | skipped [", "Tiny sizes on the CPU", "fp16 vs fp32: skipped", "replayed as CUDA graphs vs not",
+		"head share", "| done |"} {
 		if !strings.Contains(report, w) {
 			t.Errorf("report lacks %q:\n%s", w, report)
 		}
