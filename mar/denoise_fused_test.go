@@ -74,7 +74,7 @@ func TestFusedMatchesPerStep(t *testing.T) {
 	for _, pack := range []string{"../models/target", "../models/draft"} {
 		m := openPack(t, pack)
 		h := m.Head.(*ONNXHead)
-		if h.loop != nil {
+		if h.loop.ifOpened() != nil {
 			t.Fatalf("%s: the fused graph was opened on the CPU, which samples without it", pack)
 		}
 		if loop, err := h.FusedLoop(); err != nil || loop == nil {

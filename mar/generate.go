@@ -47,6 +47,9 @@ type Options struct {
 	Cache CacheSettings
 }
 
+// guided reports whether validated options sample with classifier-free guidance.
+func (o Options) guided() bool { return o.CFG != 1 }
+
 // Image is one generated image.
 type Image struct {
 	Index  int // position in the request; with Seed it fixes the image
@@ -249,7 +252,7 @@ func (d *denoisers) get(steps int) (*Denoiser, error) {
 func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoisers, onStep func(StepDone)) ([]Image, error) {
 	b := len(classes)
 	L, D, W := m.Manifest.SeqLen(), m.Manifest.TokenDim, m.Manifest.Width
-	guided := opt.CFG != 1
+	guided := opt.guided()
 	ctx := NewContextBatch(b, L, D)
 	orders := make([][]int, b)
 	for i := range classes {

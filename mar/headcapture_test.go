@@ -16,7 +16,7 @@ func TestImagesSameWithCUDAGraph(t *testing.T) {
 	open := func(env string) *Model {
 		t.Setenv("MARSPEC_CUDA_GRAPH", env)
 		m := openPack(t, "../models/target")
-		if loop := m.Head.(*ONNXHead).loop; loop == nil || (loop.fixed != nil) != (env == "on") {
+		if loop := m.Head.(*ONNXHead).loop.ifOpened(); loop == nil || (loop.fixed != nil) != (env == "on") {
 			t.Fatalf("MARSPEC_CUDA_GRAPH=%s: fused head %v, fixed-address runners %v", env, loop != nil, loop != nil && loop.fixed != nil)
 		}
 		return m

@@ -3,6 +3,8 @@ package mar
 import (
 	"fmt"
 	"os"
+	"sync"
+	"sync/atomic"
 
 	"marspec/onnxrt"
 )
@@ -129,18 +131,19 @@ type LoopHead interface {
 
 // HeadLoop is the fused graph when sampling should use it, or nil.
 func (h *ONNXHead) HeadLoop() LoopRunner {
-	if !h.useLoop || h.loop == nil {
+	g := h.loop.ifOpened()
+	if !h.useLoop || g == nil {
 		return nil // not a typed nil, which callers would take for a graph
 	}
-	return h.fused()
+	return h.fused(g)
 }
 
-// fused is the rolled graph with the unrolled ones sampling takes where they fit.
-func (h *ONNXHead) fused() LoopRunner {
-	if h.unrolled == nil {
-		return h.loop
+// fused is the rolled graph g with the unrolled ones sampling takes where they fit.
+func (h *ONNXHead) fused(g *HeadLoop) LoopRunner {
+	if h.dispatch == nil {
+		return g
 	}
-	return &fusedLoops{rolled: h.loop, unrolled: h.unrolled}
+	return h.dispatch
 }
 
 // FusedLoop is the pack's fused graph whether or not sampling uses it (bench --profile and
@@ -148,18 +151,48 @@ func (h *ONNXHead) fused() LoopRunner {
 // it (the CPU) it is opened here, on first use: a MAR-B head's weights are 143 MB, which a
 // session would hold, and read, for nothing.
 func (h *ONNXHead) FusedLoop() (LoopRunner, error) {
-	h.loopOnce.Do(func() {
-		if h.loop == nil && h.openLoop != nil {
-			h.loop, h.loopErr = h.openLoop()
-		}
-	})
-	if h.loopErr != nil {
-		return nil, h.loopErr
-	}
 	if h.loop == nil {
 		return nil, nil
 	}
-	return h.fused(), nil
+	g, err := h.loop.get()
+	if err != nil || g == nil { // g is nil when Close came first
+		return nil, err
+	}
+	return h.fused(g), nil
+}
+
+// lazyLoop is a fused head graph (head_loop.onnx, or one unrolled session) opened on first use.
+type lazyLoop struct {
+	open   func() (*HeadLoop, error)
+	once   sync.Once
+	g      *HeadLoop
+	err    error
+	opened atomic.Bool // g is set
+}
+
+func (l *lazyLoop) get() (*HeadLoop, error) {
+	l.once.Do(func() {
+		if l.g, l.err = l.open(); l.err == nil {
+			l.opened.Store(true)
+		}
+	})
+	return l.g, l.err
+}
+
+// ifOpened is the graph if it has opened, else nil (also for a nil l); it opens nothing.
+func (l *lazyLoop) ifOpened() *HeadLoop {
+	if l == nil || !l.opened.Load() {
+		return nil
+	}
+	return l.g
+}
+
+func (l *lazyLoop) close() error {
+	l.once.Do(func() {}) // after Close nothing opens
+	if l.g != nil {
+		return l.g.Close()
+	}
+	return nil
 }
 
 // headLoopWanted decides whether sampling uses a pack's fused reverse diffusion. Measured on

@@ -497,17 +497,19 @@ func (p *Pack) openHead(opt onnxrt.SessionOptions) (*ONNXHead, error) {
 		return nil, p.headLoopErr
 	}
 	if p.HeadLoop != nil || p.HeadLoopFile != "" {
-		head.openLoop = func() (*HeadLoop, error) {
+		head.loop = &lazyLoop{open: func() (*HeadLoop, error) {
 			return newHeadLoop(p.HeadLoop, p.HeadLoopFile, p.Manifest, opt, p.Source+"/"+p.files.headLoop)
-		}
+		}}
 		if head.useLoop = headLoopWanted(opt.Device); head.useLoop {
-			if head.loop, err = head.openLoop(); err != nil {
+			if _, err = head.loop.get(); err != nil {
 				head.Close()
 				return nil, err
 			}
 		}
 		if unrolledWanted(opt.Device) {
-			head.unrolled = p.unrolledLoops(opt)
+			if head.unrolled = p.unrolledLoops(opt); head.unrolled != nil {
+				head.dispatch = &fusedLoops{rolled: head.loop, unrolled: head.unrolled}
+			}
 		}
 	}
 	return head, nil

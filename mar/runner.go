@@ -1,10 +1,6 @@
 package mar
 
-import (
-	"sync"
-
-	"marspec/onnxrt"
-)
+import "marspec/onnxrt"
 
 // Transformer maps known tokens and a class to one conditioning vector per position.
 type Transformer interface {
@@ -59,26 +55,23 @@ func (t *ONNXTransformer) Width() int    { return t.width }
 type ONNXHead struct {
 	*onnxrt.Graph
 	dim, width int
-	loop       *HeadLoop
-	// useLoop says whether sampling takes the fused graph (see headLoopWanted); when it does
-	// not, loop stays nil until FusedLoop opens it with openLoop
-	useLoop  bool
-	openLoop func() (*HeadLoop, error)
-	loopOnce sync.Once
-	loopErr  error
+	// loop is head_loop.onnx (nil when the pack has none): opened with the head where sampling
+	// takes it (useLoop, see headLoopWanted), else on the first FusedLoop
+	loop    *lazyLoop
+	useLoop bool
 	// unrolled are the fused graphs for one step count and guidance each, taken where they
-	// fit (nil unless unrolledWanted)
+	// fit (nil unless unrolledWanted); dispatch chooses between them and loop
 	unrolled *unrolledLoops
+	dispatch *fusedLoops
 	// useBinding says whether the per-step path keeps z bound (see ioBindingWanted).
 	useBinding bool
 }
 
 // Close releases both graphs.
 func (h *ONNXHead) Close() error {
-	h.loopOnce.Do(func() {}) // a FusedLoop after Close opens nothing
 	err := h.Graph.Close()
 	if h.loop != nil {
-		if lerr := h.loop.Close(); err == nil {
+		if lerr := h.loop.close(); err == nil { // a FusedLoop after Close opens nothing
 			err = lerr
 		}
 	}

@@ -136,7 +136,7 @@ func (s *Stepper) Step() ([]StepResult, error) {
 	L, D, W := s.L, s.D, s.W
 	guided, cached := false, false
 	for _, im := range s.active {
-		guided = guided || im.job.Options.CFG != 1
+		guided = guided || im.job.Options.guided()
 		cached = cached || im.job.Options.Cache.On
 	}
 	z := make([]float32, b*L*W)
@@ -168,7 +168,7 @@ func (s *Stepper) Step() ([]StepResult, error) {
 		opt := im.job.Options
 		size := im.sizes[im.step]
 		steps := StepsAt(opt, im.step, len(im.sizes))
-		key := denoiserKey{steps: steps, temperature: opt.Temperature, finalNoise: opt.FinalStepNoise, guided: opt.CFG != 1,
+		key := denoiserKey{steps: steps, temperature: opt.Temperature, finalNoise: opt.FinalStepNoise, guided: opt.guided(),
 			sampler: opt.Sampler, eta: opt.Eta}
 		scale := CFGScale(opt, im.known+size, L)
 		for _, pos := range im.order[im.known : im.known+size] {
@@ -224,7 +224,7 @@ func (s *Stepper) conditionCached(z, zu []float32) error {
 	for i, im := range s.active {
 		size := im.sizes[im.step]
 		rows[i] = CacheRow{Cache: &im.cache, Tokens: im.tokens, Mask: im.mask, Class: im.job.Class,
-			Guided: im.job.Options.CFG != 1, Settings: im.job.Options.Cache, Step: im.step, NumSteps: len(im.sizes),
+			Guided: im.job.Options.guided(), Settings: im.job.Options.Cache, Step: im.step, NumSteps: len(im.sizes),
 			Predict: im.order[im.known : im.known+size]}
 	}
 	return s.model.ConditionCached(rows, z, zu)

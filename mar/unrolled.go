@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"marspec/onnxrt"
 )
@@ -59,32 +58,6 @@ type unrolledGraph struct {
 // loopShape is what an unrolled graph fixes: steps and halves, and the rows of the session
 // it opens in (rows 0 in the pack's list: any).
 type loopShape struct{ steps, halves, rows int }
-
-// lazyLoop is a fused head graph opened on first use.
-type lazyLoop struct {
-	open   func() (*HeadLoop, error)
-	once   sync.Once
-	g      *HeadLoop
-	err    error
-	opened atomic.Bool // g is set
-}
-
-func (l *lazyLoop) get() (*HeadLoop, error) {
-	l.once.Do(func() {
-		if l.g, l.err = l.open(); l.err == nil {
-			l.opened.Store(true)
-		}
-	})
-	return l.g, l.err
-}
-
-func (l *lazyLoop) close() error {
-	l.once.Do(func() {}) // after Close nothing opens
-	if l.g != nil {
-		return l.g.Close()
-	}
-	return nil
-}
 
 // unrolledLoops are a pack's unrolled graphs, each opened once per row count it is called
 // with, rounded up to a power of two: ONNX Runtime opens a graph of thousands of nodes
@@ -151,15 +124,20 @@ func unrolledRows(n int) int {
 }
 
 // fusedLoops is the head's fused reverse diffusion: the rolled graph (any step count) and the
-// unrolled ones, each for one step count and guidance, taken where one fits the call.
+// unrolled ones, each for one step count and guidance, taken where one fits the call. The head
+// hands it out only once rolled has opened.
 type fusedLoops struct {
-	rolled   *HeadLoop
+	rolled   *lazyLoop
 	unrolled *unrolledLoops
 }
 
 func (f *fusedLoops) RunLoop(n, steps, halves int, fill func(LoopInputs), read func(LoopOutputs)) error {
 	if !f.unrolled.has(steps, halves) {
-		return f.rolled.RunLoop(n, steps, halves, fill, read)
+		rolled, err := f.rolled.get()
+		if err != nil {
+			return err
+		}
+		return rolled.RunLoop(n, steps, halves, fill, read)
 	}
 	rows := unrolledRows(n)
 	g, err := f.unrolled.session(steps, halves, rows)
@@ -246,7 +224,7 @@ func (h *ONNXHead) UnrolledSessions() []string {
 	defer u.mu.Unlock()
 	var names []string
 	for key, l := range u.open {
-		if l.opened.Load() {
+		if l.ifOpened() != nil {
 			names = append(names, fmt.Sprintf("%s (%d rows)", u.graph[loopShape{key.steps, key.halves, 0}].File, key.rows))
 		}
 	}
@@ -261,7 +239,7 @@ func (h *ONNXHead) UnrolledSessions() []string {
 func (m *Model) PrepareUnrolled(opt Options, batch int) error {
 	h, ok := m.Head.(*ONNXHead)
 	halves := 1
-	if opt.CFG != 1 {
+	if opt.guided() {
 		halves = 2
 	}
 	if !ok || h.unrolled == nil || !h.unrolled.has(opt.Steps, halves) || batch < 1 {
