@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"marspec/api"
 	"marspec/mar"
 	"marspec/models"
 	"marspec/onnxrt"
@@ -71,6 +72,11 @@ type ORTModels struct {
 	// Log, when set, hears a line as each pack starts opening and one when it is open (a
 	// big pack takes seconds): "opening NAME (PRECISION)..." and "opened NAME in X s".
 	Log io.Writer
+	// PrepareImages, when above 0, makes opening a pack also open the unrolled fused head
+	// sessions its default requests call with up to that many images in flight (a server's
+	// --max-batch; mar.Model.PrepareUnrolled), so first requests pay no session opening. Only
+	// where the head takes unrolled graphs (CUDA by default): elsewhere there is nothing to open.
+	PrepareImages int
 
 	mu     sync.Mutex
 	models map[string]*mar.Model // by ModelName
@@ -178,6 +184,11 @@ func (o *ORTModels) Model(pack, precision string) (*mar.Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.PrepareImages > 0 {
+		if err := prepareDefaults(m, p.Manifest, o.PrepareImages); err != nil {
+			return nil, fmt.Errorf("%s: %v", pack, err)
+		}
+	}
 	if o.Log != nil {
 		fmt.Fprintf(o.Log, "opened %s in %s\n", pack, progress.Span(time.Since(start)))
 	}
@@ -186,4 +197,23 @@ func (o *ORTModels) Model(pack, precision string) (*mar.Model, error) {
 	}
 	o.models[name] = m
 	return m, nil
+}
+
+// prepareDefaults opens the unrolled sessions a request with nothing set calls, at every batch
+// from 1 to images: jobs merged into one engine step add their rows, and each sum rounds up to
+// a power of two that some batch of these covers.
+func prepareDefaults(m *mar.Model, man *mar.Manifest, images int) error {
+	var zero uint64
+	opt, err := samplingOptions(Request{GenerateRequest: api.GenerateRequest{Seed: &zero}}, man)
+	if err != nil {
+		return err
+	}
+	for b := 1; ; b *= 2 {
+		if err := m.PrepareUnrolled(opt, min(b, images)); err != nil {
+			return err
+		}
+		if b >= images {
+			return nil
+		}
+	}
 }

@@ -62,5 +62,6 @@ func runServe(args []string) error {
 
 // ortModels opens packs with ONNX Runtime as cfg says.
 func ortModels(cfg server.Config) *generation.ORTModels {
-	return &generation.ORTModels{ORTLib: cfg.ORTLib, Provider: cfg.Device, Threads: cfg.Threads, Tuning: cfg.ORTTuning}
+	return &generation.ORTModels{ORTLib: cfg.ORTLib, Provider: cfg.Device, Threads: cfg.Threads, Tuning: cfg.ORTTuning,
+		PrepareImages: cfg.MaxBatch}
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"marspec/diffusion"
+	"marspec/generation"
 	"marspec/mar"
 	"marspec/onnxrt"
 )
@@ -97,5 +99,32 @@ func TestUnrolledHeadOnMARLayout(t *testing.T) {
 	compareDenoisers(t, int8Unrolled)
 	if got := int8Unrolled.Head.(*mar.ONNXHead).UnrolledSessions(); len(got) != 4 || got[0] != "head_loop.int8.guided100.onnx (8 rows)" {
 		t.Fatalf("int8 unrolled sessions opened: %q, want the four int8 graphs at 8 rows", got)
+	}
+	// A server (--max-batch 3) opens at start the sessions its default requests call (the
+	// pack's paper preset: guided, 100 steps, one token per AR step per image), at every
+	// batch up to 3: so requests of 1 to 3 images open nothing more.
+	models := &generation.ORTModels{ORTLib: lib, Provider: "cpu", Threads: 1, PrepareImages: 3}
+	served, err := models.Model(pack, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	atStart := served.Head.(*mar.ONNXHead).UnrolledSessions()
+	wantStart := []string{"head_loop.guided100.onnx (1 rows)", "head_loop.guided100.onnx (2 rows)", "head_loop.guided100.onnx (4 rows)"}
+	if !slices.Equal(atStart, wantStart) {
+		t.Fatalf("a server opened %q at start, want %q", atStart, wantStart)
+	}
+	d, err := generation.ResolvedDefaults(served.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := mar.Options{Seed: 1, NumIter: d.NumIter, Steps: d.Steps, Sampler: diffusion.Sampler(d.Sampler), CFG: d.CFG,
+		CFGSchedule: d.CFGSchedule, Temperature: d.Temperature}
+	for _, classes := range [][]int{{3}, {3, 4}, {3, 4, 5}} {
+		if _, err := served.Generate(classes, defaults); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := served.Head.(*mar.ONNXHead).UnrolledSessions(); !slices.Equal(after, atStart) {
+		t.Fatalf("requests after the server's start opened more sessions: %q, at start %q", after, atStart)
 	}
 }
