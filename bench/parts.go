@@ -20,9 +20,13 @@ type PartsSettings struct {
 	CFG                                   float64
 	// Cache is the cache across AR steps to generate with (docs/cache.md); off by default.
 	Cache mar.CacheSettings
-	// NoWarm skips the untimed one-image round: at MAR-B size with num_iter 64 or more it
+	// NoWarm skips the untimed round (one image unless WarmAll): at MAR-B size with num_iter 64 or more it
 	// takes minutes, and what it warms (pre-packing, the arena) is under a second of that.
 	NoWarm bool
+	// WarmAll makes the untimed round generate every image instead of one. On a GPU, where a
+	// call's cost is nearly flat in its rows, one image costs about what the batch does, and it
+	// would open unrolled head sessions at row counts the timed round never calls.
+	WarmAll bool
 	// FusedHead times the pack's fused reverse diffusion (head_loop.onnx, one call per AR
 	// step) as the head instead of the per-step path: the head's share of a generation as a
 	// GPU runs it. A pack without the graph is refused.
@@ -75,7 +79,7 @@ func (w timedTokenizer) Decode(tokens []float32) []uint8 {
 	return w.Tokenizer.Decode(tokens)
 }
 
-// Parts generates pf.Images target-only images pf.Rounds times (after one untimed image)
+// Parts generates pf.Images target-only images pf.Rounds times (after one untimed round)
 // with every transformer, head and decoder call timed, and reports the median round.
 func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 	if pf.Images < 1 || pf.Rounds < 1 {
@@ -128,7 +132,7 @@ func Parts(m *mar.Model, pf PartsSettings) (PartsReport, error) {
 	for r := first; r <= pf.Rounds; r++ {
 		var rd round
 		imgs := classes
-		if r == 0 {
+		if r == 0 && !pf.WarmAll {
 			imgs = classes[:1]
 		}
 		m.Transformer = timedTransformer{onnxTr, &rd.tr}

@@ -33,6 +33,7 @@ func runParts(rt *runtimeFlags, target string, pf bench.PartsSettings, cacheFor 
 			return err
 		}
 	}
+	pf.WarmAll = rt.device.CUDA
 	report, err := bench.Parts(model, pf)
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@ reach is listed as not measured):
   energy-head    scripts/gpu/gpu_energy_head.sh with the minutes left (at least 1)
 
 marspec's rows are `marspec bench --parts --json` (images/s of generation and decoding after
-one untimed image, and the share of the wall time spent in head calls: the head's share); the
+one untimed round, the whole batch on a GPU, and the share of the wall time spent in head calls: the head's share); the
 official code's are scripts/bench/official_mar_bench.py (after one untimed image at 4 AR steps).
 --tiny runs the same stages on the CPU at toy sizes (test_small, 8 AR steps, 5 diffusion steps,
 batches 1, 2, 4 for 1, 8, 64): the check `make test` runs (scripts/tests/gpu_mar_test.go); there

@@ -62,7 +62,7 @@ def write_report(run):
          + (f", torch {', '.join(torch_versions)}" if torch_versions else "") + ". "
          f"Random-weight {a.model} (`make_random_packs.py`: the compute per pass is the model's, the images are not), "
          f"num_iter {a.num_iter}, {a.steps} diffusion steps, cfg {a.cfg:g} (linear schedule). Images/s of one batch "
-         "(generation and decoding) after one untimed image, each row one process: marspec `bench --parts --json`, the "
+         "(generation and decoding) after one untimed round (the whole batch on a GPU, one image on the CPU), each row one process: marspec `bench --parts --json`, the "
          "official code `scripts/bench/official_mar_bench.py` (its warm-up image at 4 AR steps). Head share: the wall "
          "time inside head calls (the fused graph's calls for the fused head). Heads: fused is the reverse diffusion "
          "in one call per AR step, as the graph unrolled for the run's step count (`unroll_head.py`, a session per "

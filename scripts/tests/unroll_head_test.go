@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"marspec/bench"
 	"marspec/diffusion"
 	"marspec/generation"
 	"marspec/mar"
@@ -126,5 +127,17 @@ func TestUnrolledHeadOnMARLayout(t *testing.T) {
 	}
 	if after := served.Head.(*mar.ONNXHead).UnrolledSessions(); !slices.Equal(after, atStart) {
 		t.Fatalf("requests after the server's start opened more sessions: %q, at start %q", after, atStart)
+	}
+
+	// bench --parts on a GPU warms up with the whole batch: the sessions of the timed round
+	// and no others (one warm-up image would open its own row counts)
+	benched := openWithHeadLoop(t, pack, "on")
+	report, err := bench.Parts(benched, bench.PartsSettings{Images: 2, Batch: 2, NumIter: 16, Steps: 100, Rounds: 1, CFG: 2.9,
+		FusedHead: true, WarmAll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(report.UnrolledSessions, prepared) {
+		t.Fatalf("bench --parts warmed up into sessions %q, want the timed round's %q", report.UnrolledSessions, prepared)
 	}
 }
