@@ -460,11 +460,21 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		tok = dec
 	}
 	model := &Model{Manifest: p.Manifest, Transformer: NewOpeningMemo(tr, OpeningMemoBytes), Head: head, Tokenizer: tok}
+	// a later graph that fails closes every session opened before it, the decoder's too
+	closeOpened := func() {
+		tr.Close()
+		head.Close()
+		if dec != nil {
+			dec.Close()
+		}
+		if c, ok := model.Exit.(interface{ Close() error }); ok {
+			c.Close()
+		}
+	}
 	if p.Manifest.EarlyExit != nil {
 		exit, err := NewONNXEarlyExit(p.ExitDraft, p.ExitRest, p.Manifest, opt, p.Source)
 		if err != nil {
-			tr.Close()
-			head.Close()
+			closeOpened()
 			return nil, err
 		}
 		model.Exit = exit
@@ -472,11 +482,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 	if d := p.Manifest.DistilledHead; d != nil {
 		dh, err := NewONNXDistilledHead(p.Distilled, p.Manifest, opt, p.Source+"/"+d.File)
 		if err != nil {
-			tr.Close()
-			head.Close()
-			if c, ok := model.Exit.(interface{ Close() error }); ok {
-				c.Close()
-			}
+			closeOpened()
 			return nil, err
 		}
 		model.Distilled = dh
