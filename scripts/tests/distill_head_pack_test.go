@@ -2,7 +2,6 @@ package tests
 
 import (
 	"encoding/json"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -27,20 +26,14 @@ import (
 func TestDistillHeadAnyPack(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
-	packs := t.TempDir()
 	env := append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
-	cmd := exec.Command(python, tool("packs", "make_random_packs.py"), "--models", "ci_target", "--vae", "ci_kl16", "--out", packs)
-	cmd.Env = env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make_random_packs.py: %v\n%s", err, out)
-	}
-	orig := filepath.Join(packs, "ci-target")
+	orig := randomPack(t, "ci_target", "")
 	pack := filepath.Join(t.TempDir(), "ci-target-distilled")
 	copyTree(t, orig, pack)
 	checkRebuiltTeacher(t, lib, env, orig)
 
 	run := t.TempDir()
-	cmd = exec.Command(python, tool("train", "distill_head.py"), "--pack", pack, "--out", run, "--max-steps", "10",
+	cmd := exec.Command(python, tool("train", "distill_head.py"), "--pack", pack, "--out", run, "--max-steps", "10",
 		"--minutes", "2", "--width", "32", "--depth", "1", "--pool", "8", "--gen-iter", "4",
 		"--gen-fresh", "2", "--gen-batch", "2", "--images", "4", "--per-image", "16", "--batch", "32", "--heldout", "64",
 		"--log-every", "5")
@@ -160,36 +153,4 @@ func distilledEntry(t *testing.T, pack string) map[string]json.RawMessage {
 	}
 	readJSON(t, filepath.Join(pack, "manifest.json"), &m)
 	return m.Distilled
-}
-
-// copyTree copies the regular files of a flat pack folder.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			t.Fatalf("%s: %s is not a plain file", src, e.Name())
-		}
-		in, err := os.Open(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.Create(filepath.Join(dst, e.Name()))
-		if err == nil {
-			_, err = io.Copy(out, in)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-		}
-		in.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 }

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,13 +31,7 @@ import (
 func TestFullSizeThroughServe(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
-	packs := t.TempDir()
-	cmd := exec.Command(python, tool("packs", "make_random_packs.py"), "--models", "ci_target,ci_draft", "--vae", "ci_kl16", "--out", packs)
-	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make_random_packs.py failed: %v\n%s", err, out)
-	}
-	target, draft := filepath.Join(packs, "ci-target"), filepath.Join(packs, "ci-draft")
+	target, draft := randomPack(t, "ci_target", ""), randomPack(t, "ci_draft", "")
 	for _, p := range []string{target, draft} {
 		if size := dirSize(t, p); size > 8<<20 {
 			t.Errorf("%s is %d bytes; the CI packs should stay a few MB", p, size)

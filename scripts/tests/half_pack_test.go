@@ -123,13 +123,7 @@ func TestHalfPack(t *testing.T) {
 func TestHalfPackMARLayout(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
-	packs := t.TempDir()
-	cmd := exec.Command(python, tool("packs", "make_random_packs.py"), "--models", "ci_target", "--vae", "ci_kl16", "--out", packs)
-	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make_random_packs.py: %v\n%s", err, out)
-	}
-	pack, check := filepath.Join(packs, "ci-target"), filepath.Join(packs, "check")
+	pack, check := randomPack(t, "ci_target", ""), filepath.Join(t.TempDir(), "check")
 	halfPack(t, pack, "--min-dim", "32", "--keep", "final_layer", "--cpu-check", check)
 	man, err := mar.LoadManifest(pack)
 	if err != nil {

@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"marspec/diffusion"
@@ -32,13 +29,7 @@ const headLoopTolerance = 1e-5
 func TestFusedHeadOnMARLayout(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
-	packs := t.TempDir()
-	cmd := exec.Command(python, tool("packs", "make_random_packs.py"), "--models", "ci_target", "--vae", "ci_kl16", "--out", packs)
-	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make_random_packs.py: %v\n%s", err, out)
-	}
-	pack := filepath.Join(packs, "ci-target")
+	pack := randomPack(t, "ci_target", "")
 	man, err := mar.LoadManifest(pack)
 	if err != nil {
 		t.Fatal(err)

@@ -33,19 +33,12 @@ var officialEvalArgs = map[string]struct {
 func TestProtocolMARRunsTheOfficialArguments(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
-	packs := t.TempDir()
 	target := map[string]string{}
 	for size := range officialEvalArgs {
-		args := []string{tool("packs", "make_random_packs.py"), "--models", "ci_target", "--vae", "ci_kl16", "--out", packs}
-		if size != "mar_base" { // ci_target carries MAR-B's own
-			args = append(args, "--settings-of", size)
-		}
-		if out, err := exec.Command(python, args...).CombinedOutput(); err != nil {
-			t.Fatalf("make_random_packs.py %v: %v\n%s", args, err, out)
-		}
-		target[size] = filepath.Join(packs, "ci-target")
-		if size != "mar_base" {
-			target[size] += "-as-" + strings.ReplaceAll(size, "_", "-")
+		if size == "mar_base" { // ci_target carries MAR-B's own
+			target[size] = randomPack(t, "ci_target", "")
+		} else {
+			target[size] = randomPack(t, "ci_target", size)
 		}
 	}
 	ev := tinyEvaluator(t)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -179,20 +178,6 @@ func relRMS(got, ref []float32) float64 {
 		r2 += float64(ref[i]) * float64(ref[i])
 	}
 	return math.Sqrt(d2 / r2)
-}
-
-// buildMarspec builds the binary into a temp folder.
-func buildMarspec(t *testing.T) string {
-	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "marspec")
-	if out, err := exec.Command(gobin, "build", "-o", bin, "marspec/cmd/marspec").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // batchDependence runs runGraphs' batch, then each of its transformer rows and head rows again

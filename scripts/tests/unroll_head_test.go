@@ -23,7 +23,6 @@ import (
 func TestUnrolledHeadOnMARLayout(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
-	packs := t.TempDir()
 	run := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command(python, args...)
@@ -32,8 +31,7 @@ func TestUnrolledHeadOnMARLayout(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", filepath.Base(args[0]), err, out)
 		}
 	}
-	run(tool("packs", "make_random_packs.py"), "--models", "ci_target", "--vae", "ci_kl16", "--out", packs)
-	pack := filepath.Join(packs, "ci-target")
+	pack := randomPack(t, "ci_target", "")
 	run(tool("packs", "quantize_pack.py"), pack)
 	run(tool("packs", "unroll_head.py"), pack, "--steps", "25", "--steps", "100")
 	man, err := mar.LoadManifest(pack)
