@@ -199,12 +199,21 @@ func (o *ORTModels) Model(pack, precision string) (*mar.Model, error) {
 	return m, nil
 }
 
-// prepareDefaults opens the unrolled sessions a request with nothing set calls, at every batch
-// from 1 to images: jobs merged into one engine step add their rows, and each sum rounds up to
-// a power of two that some batch of these covers.
+// prepareDefaults opens the unrolled sessions a request with nothing set calls (the pack's
+// default preset, as ValidateRequest resolves it), at every batch from 1 to images: jobs merged
+// into one engine step add their rows, and each sum rounds up to a power of two that some batch
+// of these covers. A default that is not a target run (spec) has nothing to prepare here.
 func prepareDefaults(m *mar.Model, man *mar.Manifest, images int) error {
 	var zero uint64
-	opt, err := samplingOptions(Request{GenerateRequest: api.GenerateRequest{Seed: &zero}}, man)
+	req := Request{GenerateRequest: api.GenerateRequest{Seed: &zero}}
+	mode, _, pre, err := ResolveMode(req, PackSettings(man), man.Name)
+	if err != nil {
+		return err
+	}
+	if mode != ModeTarget {
+		return nil
+	}
+	opt, err := samplingOptions(withPreset(req, pre), man)
 	if err != nil {
 		return err
 	}
