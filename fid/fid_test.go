@@ -219,3 +219,32 @@ func TestShuffledInceptionScoreIgnoresOrder(t *testing.T) {
 		t.Fatalf("sorted splits %.2f, shuffled %.2f: want ~1 and well above 4", sorted, shuffled)
 	}
 }
+
+// Rank-deficient covariances (fewer images than dimensions) take the pivoted factor's short
+// path: for sigma1 = v v^T and sigma2 = w w^T, tr((sigma1 sigma2)^(1/2)) = |v . w|. A covariance
+// with a negative eigenvalue, first or second, is refused by name.
+func TestFrechetLowRankAndIndefinite(t *testing.T) {
+	v, w := []float64{1, 2, 0, -1}, []float64{0.5, -1, 3, 2}
+	outer := func(x []float64) *mat.SymDense {
+		s := mat.NewSymDense(len(x), nil)
+		s.SymOuterK(1, mat.NewDense(len(x), 1, x))
+		return s
+	}
+	dot, nv, nw := 0.0, 0.0, 0.0
+	for i := range v {
+		dot, nv, nw = dot+v[i]*w[i], nv+v[i]*v[i], nw+w[i]*w[i]
+	}
+	mu1, mu2 := []float64{0, 1, 0, 0}, []float64{0, 0, 0, 2}
+	want := 1.0 + 4 + nv + nw - 2*math.Abs(dot)
+	if d, err := Frechet(mu1, outer(v), mu2, outer(w)); err != nil || math.Abs(d-want) > 1e-9 {
+		t.Fatalf("rank-1 covariances: %g (%v), want %g", d, err, want)
+	}
+	indefinite := mat.NewSymDense(2, []float64{1, 2, 2, 1}) // eigenvalues 3 and -1
+	eye := mat.NewSymDense(2, []float64{1, 0, 0, 1})
+	zero := []float64{0, 0}
+	for name, pair := range map[string][2]*mat.SymDense{"first": {indefinite, eye}, "second": {eye, indefinite}} {
+		if _, err := Frechet(zero, pair[0], zero, pair[1]); err == nil || !strings.Contains(err.Error(), "not positive semi-definite") {
+			t.Errorf("%s covariance indefinite: %v, want refused as not positive semi-definite", name, err)
+		}
+	}
+}
