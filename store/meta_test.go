@@ -270,11 +270,14 @@ func TestPostgresQueue(t *testing.T) {
 	if n, err := a.Waiting(); err != nil || n != 20 {
 		t.Fatalf("waiting: %d %v", n, err)
 	}
-	// Two replicas claim concurrently: every job exactly once.
+	// Two replicas claim concurrently: every job exactly once. Each holds one before either
+	// takes more: on a loaded machine one goroutine could otherwise claim all 20 before the
+	// other runs, and the rest of the test needs jobs of both.
 	var mu sync.Mutex
 	got := map[string]string{}
 	attempt := map[string]int{} // of each job's latest claim
-	var wg sync.WaitGroup
+	var wg, first sync.WaitGroup
+	first.Add(2)
 	for _, r := range []struct {
 		q     *Postgres
 		owner string
@@ -282,6 +285,12 @@ func TestPostgresQueue(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			holds := false
+			defer func() {
+				if !holds {
+					first.Done()
+				}
+			}()
 			for {
 				j, ok, err := r.q.Claim(r.owner, time.Minute, "cancelled")
 				if err != nil {
@@ -298,6 +307,11 @@ func TestPostgresQueue(t *testing.T) {
 				got[j.ID] = r.owner
 				attempt[j.ID] = j.Attempt
 				mu.Unlock()
+				if !holds {
+					holds = true
+					first.Done()
+					first.Wait()
+				}
 			}
 		}()
 	}
