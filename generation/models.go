@@ -202,20 +202,19 @@ func (o *ORTModels) Model(pack, precision string) (*mar.Model, error) {
 // prepareDefaults opens the unrolled sessions a request with nothing set calls (the pack's
 // default preset, as ValidateRequest resolves it), at every batch from 1 to images: jobs merged
 // into one engine step add their rows, and each sum rounds up to a power of two that some batch
-// of these covers. A default that is not a target run (spec) has nothing to prepare here.
+// of these covers. A default that is not a target run (spec), or that this pack cannot run
+// alone (a draft pack under the pair's distilled preset), has nothing to prepare here: such
+// requests are refused, or run, without this pack's fused head.
 func prepareDefaults(m *mar.Model, man *mar.Manifest, images int) error {
 	var zero uint64
 	req := Request{GenerateRequest: api.GenerateRequest{Seed: &zero}}
 	mode, _, pre, err := ResolveMode(req, PackSettings(man), man.Name)
-	if err != nil {
-		return err
-	}
-	if mode != ModeTarget {
+	if err != nil || mode != ModeTarget {
 		return nil
 	}
 	opt, err := samplingOptions(withPreset(req, pre), man)
 	if err != nil {
-		return err
+		return nil
 	}
 	for b := 1; ; b *= 2 {
 		if err := m.PrepareUnrolled(opt, min(b, images)); err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"marspec/server"
 )
 
 // Bad settings stop serve before any model is opened, naming the flag or variable.
@@ -51,6 +53,22 @@ func TestServeChecksTheAddressBeforeTheDataFolder(t *testing.T) {
 		}
 		if _, err := os.Stat(data); !os.IsNotExist(err) {
 			t.Errorf("--addr %s: the data folder was made before the address was refused", addr)
+		}
+	}
+}
+
+// serve opens each embedded pack with its own settings, preparing what their default requests
+// call (nothing on the CPU): the draft pack, whose default preset it cannot run alone, opens
+// too.
+func TestServeOpensTheEmbeddedPacks(t *testing.T) {
+	lib, err := filepath.Abs("../../third_party/onnxruntime/libonnxruntime.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := ortModels(server.Config{ORTLib: lib, Device: "cpu", Threads: 1, MaxBatch: 32})
+	for _, pack := range []string{"target", "draft"} {
+		if _, err := models.Model(pack, ""); err != nil {
+			t.Errorf("%s: %v", pack, err)
 		}
 	}
 }
