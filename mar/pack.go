@@ -281,26 +281,19 @@ func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 		}
 		p.servesFromCache = size >= FullPassesFromCacheBytes
 	}
+	// transformer.onnx by path on disk, else its bytes
+	transformer := func() ([]byte, string, error) {
+		file, err := byPath(files.transformer)
+		if err != nil || file != "" {
+			return nil, file, err
+		}
+		data, err := read(files.transformer)
+		return data, "", err
+	}
 	if p.ServesFromCache() {
-		// read only if a device runs full passes on transformer.onnx (fullPassesFromCache)
-		name := files.transformer
-		p.plainTransformer = func() ([]byte, string, error) {
-			file, err := byPath(name)
-			if err != nil || file != "" {
-				return nil, file, err
-			}
-			data, err := read(name)
-			return data, "", err
-		}
-	} else {
-		if p.TransformerFile, err = byPath(files.transformer); err != nil {
-			return nil, err
-		}
-		if p.TransformerFile == "" {
-			if p.Transformer, err = read(files.transformer); err != nil {
-				return nil, err
-			}
-		}
+		p.plainTransformer = transformer // read only if a device runs full passes on it (fullPassesFromCache)
+	} else if p.Transformer, p.TransformerFile, err = transformer(); err != nil {
+		return nil, err
 	}
 	if p.HeadFile, err = byPath(files.head); err != nil {
 		return nil, err
@@ -441,36 +434,32 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 		dec, errs[2] = newONNXDecoder(p.Decoder, p.DecoderFile, p.Manifest, opt, p.Source+"/"+p.Manifest.Tokenizer.Graph)
 	}
 	wg.Wait()
+	// a graph that fails closes every session opened before it
+	var opened []interface{ Close() error }
+	closeOpened := func() {
+		for _, c := range opened {
+			c.Close()
+		}
+	}
+	if tr != nil {
+		opened = append(opened, tr)
+	}
+	if head != nil {
+		opened = append(opened, head)
+	}
+	if dec != nil {
+		opened = append(opened, dec)
+	}
 	for _, err := range errs {
-		if err == nil {
-			continue
+		if err != nil {
+			closeOpened()
+			return nil, err
 		}
-		if tr != nil {
-			tr.Close()
-		}
-		if head != nil {
-			head.Close()
-		}
-		if dec != nil {
-			dec.Close()
-		}
-		return nil, err
 	}
 	if dec != nil {
 		tok = dec
 	}
 	model := &Model{Manifest: p.Manifest, Transformer: NewOpeningMemo(tr, OpeningMemoBytes), Head: head, Tokenizer: tok}
-	// a later graph that fails closes every session opened before it, the decoder's too
-	closeOpened := func() {
-		tr.Close()
-		head.Close()
-		if dec != nil {
-			dec.Close()
-		}
-		if c, ok := model.Exit.(interface{ Close() error }); ok {
-			c.Close()
-		}
-	}
 	if p.Manifest.EarlyExit != nil {
 		exit, err := NewONNXEarlyExit(p.ExitDraft, p.ExitRest, p.Manifest, opt, p.Source)
 		if err != nil {
@@ -478,6 +467,7 @@ func (p *Pack) Open(opt onnxrt.SessionOptions) (*Model, error) {
 			return nil, err
 		}
 		model.Exit = exit
+		opened = append(opened, exit)
 	}
 	if d := p.Manifest.DistilledHead; d != nil {
 		dh, err := NewONNXDistilledHead(p.Distilled, p.Manifest, opt, p.Source+"/"+d.File)
