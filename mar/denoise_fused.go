@@ -12,10 +12,7 @@ import (
 func (d *Denoiser) runFused(loop LoopRunner, rows []DenoiseRow, x0 [][]float64, traces []diffusion.Trace) error {
 	n, dim, width, steps := len(rows), d.Head.TokenDim(), d.Head.Width(), d.Schedule.Steps()
 	guided := rows[0].ZUncond != nil
-	halves := 1
-	if guided {
-		halves = 2
-	}
+	halves := condHalves(guided)
 	for _, row := range rows {
 		if (row.ZUncond != nil) != guided {
 			return fmt.Errorf("denoise: rows mix guided and unguided sampling")

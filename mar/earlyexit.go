@@ -141,10 +141,7 @@ func (p *ExitPass) HiddenRow(r int) []float32 {
 // the full transformer's over the same contexts.
 func FinishExit(x EarlyExit, hidden, mask [][]float32, L, W int, guided bool) (z, zu []float32, err error) {
 	rows, n := len(hidden), x.HiddenLen()*W
-	halves := 1
-	if guided {
-		halves = 2
-	}
+	halves := condHalves(guided)
 	h := make([]float32, halves*rows*n)
 	m := make([]float32, halves*rows*L)
 	for half := 0; half < halves; half++ {

@@ -50,6 +50,15 @@ type Options struct {
 // guided reports whether validated options sample with classifier-free guidance.
 func (o Options) guided() bool { return o.CFG != 1 }
 
+// condHalves is how many conditionings each row carries: the class's, and under guidance the "no
+// class" one beside it.
+func condHalves(guided bool) int {
+	if guided {
+		return 2
+	}
+	return 1
+}
+
 // Image is one generated image.
 type Image struct {
 	Index  int // position in the request; with Seed it fixes the image

@@ -238,10 +238,7 @@ func (h *ONNXHead) UnrolledSessions() []string {
 // meets no session to open. Nothing to do where the head has no unrolled graph for opt.
 func (m *Model) PrepareUnrolled(opt Options, batch int) error {
 	h, ok := m.Head.(*ONNXHead)
-	halves := 1
-	if opt.guided() {
-		halves = 2
-	}
+	halves := condHalves(opt.guided())
 	if !ok || h.unrolled == nil || !h.unrolled.has(opt.Steps, halves) || batch < 1 {
 		return nil
 	}
