@@ -94,3 +94,49 @@ func TestBenchmarksThroughTheAPI(t *testing.T) {
 		t.Fatalf("%d runs announced; tables:\n%s", runs, out.String())
 	}
 }
+
+// countedLoop counts the fused head's calls.
+type countedLoop struct {
+	mar.LoopRunner
+	calls *int
+}
+
+func (c countedLoop) RunLoop(n, steps, halves int, fill func(mar.LoopInputs), read func(mar.LoopOutputs)) error {
+	*c.calls++
+	return c.LoopRunner.RunLoop(n, steps, halves, fill, read)
+}
+
+// The reverse-diffusion table's fused column runs the fused graph where sampling on this
+// device does not take it (the embedded pack on the CPU): it once timed the per-step path
+// twice. --head-calls prints that table alone.
+func TestProfileHeadCallsRunTheFusedGraph(t *testing.T) {
+	target, _ := openEmbedded(t)
+	loop, err := target.Head.(interface {
+		FusedLoop() (mar.LoopRunner, error)
+	}).FusedLoop()
+	if err != nil || loop == nil {
+		t.Fatalf("the embedded target's fused graph: %v", err)
+	}
+	if target.Head.(mar.LoopHead).HeadLoop() != nil {
+		t.Skip("sampling takes the fused graph here already: nothing to tell apart")
+	}
+	calls := 0
+	pf := ProfileSettings{Images: 1, Batch: 1, NumIter: 4, CFG: 1, Rounds: 1, HeadCalls: true}
+	opt := mar.Options{Seed: 1, CFG: 1, NumIter: 4, Steps: 5, Batch: 1}
+	if err := target.Validate(&opt); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := diffusionTable(&out, target, countedLoop{loop, &calls}, pf, opt); err != nil {
+		t.Fatal(err)
+	}
+	sizes := strings.Count(out.String(), "\n") - 1 // a header, then a line per token count
+	if want := sizes * (pf.Rounds + 3); calls != want {
+		t.Fatalf("the fused column ran the fused graph %d times, want %d (%d token counts):\n%s", calls, want, sizes, out.String())
+	}
+	out.Reset()
+	if err := Profile(&out, target, pf, 5, 1); err != nil || !strings.Contains(out.String(), "fused ms") ||
+		strings.Contains(out.String(), "share of wall time") {
+		t.Fatalf("--head-calls (%v) should print the reverse-diffusion table alone:\n%s", err, out.String())
+	}
+}

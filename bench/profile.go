@@ -20,6 +20,9 @@ import (
 type ProfileSettings struct {
 	Images, Batch, NumIter, Rounds int // Batch 0 = all images at once; NumIter 0 = one token per step
 	CFG                            float64
+	// HeadCalls skips the whole generations: only the table of one reverse diffusion per token
+	// count, per-step against fused (a MAR-B generation at its paper settings takes minutes)
+	HeadCalls bool
 }
 
 // partTime adds up the time spent inside one model part's calls.
@@ -106,6 +109,11 @@ func Profile(out io.Writer, m *mar.Model, pf ProfileSettings, steps int, threads
 		return err
 	}
 	steps = opt.Steps
+	if pf.HeadCalls {
+		fmt.Fprintf(out, "# marspec bench --profile --head-calls: %s/%s, %d CPUs, intra-op threads %d, load average %s; %s, guidance %g\n\n",
+			runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), threads, loadAvg(), m.Manifest.Name, opt.CFG)
+		return diffusionTable(out, m, loop, pf, opt)
+	}
 	classes := imageClasses(m, pf.Images)
 	load0 := loadAvg()
 	paths := []*pathProfile{{name: "per-step head"}, {name: "fused head"}}
@@ -133,7 +141,7 @@ func Profile(out io.Writer, m *mar.Model, pf ProfileSettings, steps int, threads
 		}
 	}
 	m.Transformer, m.Head = onnxTr, onnxHead
-	fixed, err := measureFixedCosts(m, steps, opt.CFG != 1)
+	fixed, err := measureFixedCosts(m, loop, steps, opt.CFG != 1)
 	if err != nil {
 		return err
 	}
@@ -169,19 +177,30 @@ func Profile(out io.Writer, m *mar.Model, pf ProfileSettings, steps int, threads
 		maxDiff32(paths[0].tokens, paths[1].tokens))
 	fmt.Fprintf(out, "fixed cost per call (time at 0 rows, extrapolated from 1 and 2 rows, median of %d): transformer %.3f ms, head step %.3f ms, fused head (%d steps) %.3f ms\n\n",
 		fixedReps, ms(fixed.transformer), ms(fixed.head), steps, ms(fixed.loop))
-	return diffusionTable(out, m, pf, opt)
+	return diffusionTable(out, m, loop, pf, opt)
+}
+
+// fusedDenoiser is a denoiser whose fused path runs loop, where sampling on this device would
+// take it or not (the CPU samples per step: its ONNXHead offers no loop).
+func fusedDenoiser(m *mar.Model, loop mar.LoopRunner, opt mar.Options) (*mar.Denoiser, error) {
+	den, err := m.NewDenoiser(opt, false)
+	if err != nil {
+		return nil, err
+	}
+	den.Head = timedLoopHead{timedHead{m.Head, &partTime{}}, loop}
+	return den, nil
 }
 
 // diffusionTable times one reverse diffusion of N tokens both ways, interleaved, for the
 // batch sizes of interest and the row counts the chosen num-iter produces.
-func diffusionTable(out io.Writer, m *mar.Model, pf ProfileSettings, opt mar.Options) error {
+func diffusionTable(out io.Writer, m *mar.Model, loop mar.LoopRunner, pf ProfileSettings, opt mar.Options) error {
 	sizes := []int{1, 8, 32}
 	for _, s := range mar.StepSizes(m.Manifest.SeqLen(), opt.NumIter) {
 		sizes = append(sizes, s*opt.Batch)
 	}
 	sort.Ints(sizes)
 	sizes = slices.Compact(sizes)
-	den, err := m.NewDenoiser(opt, false)
+	den, err := fusedDenoiser(m, loop, opt)
 	if err != nil {
 		return err
 	}
@@ -234,13 +253,13 @@ type fixedCosts struct{ transformer, head, loop time.Duration }
 
 // measureFixedCosts estimates what a call costs regardless of its rows (cgo, ONNX Runtime's
 // run set-up, per-node dispatch): the time at 1 and 2 rows, extrapolated linearly to 0.
-func measureFixedCosts(m *mar.Model, steps int, guided bool) (fixedCosts, error) {
+func measureFixedCosts(m *mar.Model, loop mar.LoopRunner, steps int, guided bool) (fixedCosts, error) {
 	L, D, W := m.Manifest.SeqLen(), m.Manifest.TokenDim, m.Manifest.Width
 	ctx1, ctx2 := mar.NewContextBatch(1, L, D), mar.NewContextBatch(2, L, D)
 	z := make([]float32, 2*L*W)
 	xt, tt, zh, out := make([]float32, 2*D), make([]float32, 2), make([]float32, 2*W), make([]float32, 4*D)
 	opt := mar.Options{Steps: steps, Temperature: 1}
-	den, err := m.NewDenoiser(opt, false)
+	den, err := fusedDenoiser(m, loop, opt)
 	if err != nil {
 		return fixedCosts{}, err
 	}

@@ -51,12 +51,7 @@ type Manifest struct {
 	} `json:"diffusion"`
 	Training json.RawMessage `json:"training,omitempty"`
 	// HeadLoop names the optional fused reverse-diffusion graph (scripts/packs/fuse_head.py).
-	HeadLoop *struct {
-		File   string `json:"file"`
-		Format string `json:"format"`
-		// Unrolled are the same graph unrolled for given step counts (scripts/packs/unroll_head.py)
-		Unrolled []UnrolledLoop `json:"unrolled,omitempty"`
-	} `json:"head_loop,omitempty"`
+	HeadLoop *HeadLoopSpec `json:"head_loop,omitempty"`
 	// EarlyExit names the optional early-exit draft graphs (mar/earlyexit.go).
 	EarlyExit *EarlyExitSpec `json:"early_exit,omitempty"`
 	// Precisions names reduced-precision variants of the transformer and head graphs
@@ -71,6 +66,18 @@ type Manifest struct {
 	// (mar/settings.go); nil in older packs, which get settings derived from the embedded
 	// pack's (generation.PackSettings).
 	Settings *Settings `json:"settings,omitempty"`
+}
+
+// HeadLoopSpec is the manifest's head_loop entry.
+type HeadLoopSpec struct {
+	File   string `json:"file"`
+	Format string `json:"format"`
+	// Unrolled are the same graph unrolled for given step counts (scripts/packs/unroll_head.py)
+	Unrolled []UnrolledLoop `json:"unrolled,omitempty"`
+	// StackedWidth is the floats per row and step the graph computes once per call, before its
+	// loop (the AdaLN modulations of every step); 0 where it computes them per step. A call
+	// holds steps x rows x StackedWidth values of them.
+	StackedWidth int `json:"stacked_width,omitempty"`
 }
 
 // Pack is a manifest plus the bytes of its graphs.
@@ -186,6 +193,8 @@ func (m *Manifest) validate() error {
 			return fmt.Errorf("head_loop format %q unsupported (allowed: %s)", h.Format, HeadLoopFormat)
 		case h.File == "" || h.File != path.Base(h.File) || strings.ContainsRune(h.File, '\\') || !strings.HasSuffix(h.File, ".onnx"):
 			return fmt.Errorf("head_loop file %q: want a file name in the pack folder ending in .onnx", h.File)
+		case h.StackedWidth < 0:
+			return fmt.Errorf("head_loop stacked_width %d: want 0 or more", h.StackedWidth)
 		}
 		if err := validateUnrolled(m, "head_loop unrolled", h.Unrolled); err != nil {
 			return err

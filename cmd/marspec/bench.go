@@ -36,6 +36,7 @@ func runBench(args []string) error {
 	genBatches := fs.String("gen-batches", "1,8", "--precisions: one timed generation per entry, of that many images in one batch (--num-iter, --steps; empty = none)")
 	samplers := fs.String("samplers", "", "--profile: compare head samplers instead of the head paths: sampler:steps[:eta], comma-separated "+
 		"(e.g. ddpm:25,ddim:10:1,distilled:4): wall time, images/s and the head's share, interleaved")
+	fs.BoolVar(&pf.HeadCalls, "head-calls", false, "with --profile: only time one reverse diffusion per token count, per-step against fused head, interleaved (no whole generations)")
 	opening := fs.Bool("opening", false, "with --profile --samplers: run each sampler without and with the opening memo (the first AR step's conditions remembered per class), interleaved")
 	parts := fs.Bool("parts", false, "time one target-only generation per model part instead (transformer pass, head step, decode; "+
 		"the pack's open time), as scripts/bench/realsize_cpu_bench.py sets beside the official code; takes --batch, --num-iter, --cfg, --steps, --images, --rounds, --no-warm; "+

@@ -23,6 +23,11 @@ import json
 import os
 import sys
 
+try:  # imported as packs.NAME, or run as a script from scripts/packs
+    from packs import loop_weights
+except ImportError:
+    import loop_weights
+
 ALIGN = 64 << 10  # ONNX Runtime maps an external tensor when its offset is a multiple of this
 SMALL = 1024  # tensors under this many bytes stay in the graph
 
@@ -33,33 +38,42 @@ def data_file(graph):
 
 def write_aligned(model, path):
     """Saves model to path with its initialisers of SMALL bytes or more in path.data, each at an
-    offset that is a multiple of ALIGN (a loop body's own tensors stay in the graph). model's
-    tensors must hold their bytes (onnx.load reads external data back by default)."""
+    offset that is a multiple of ALIGN, a fused head's loop bodies' own tensors included: the
+    guided and the unguided body hold the same weights (loop_weights.py), written once and named
+    by both. model's tensors must hold their bytes (onnx.load reads external data back by
+    default)."""
     import onnx
     from onnx import TensorProto, numpy_helper
     location = os.path.basename(data_file(path))
     tmp = data_file(path) + ".tmp"
     offset = 0
+    written = {}  # tensor name -> (offset, length)
+    tensors = list(model.graph.initializer)
+    for body in loop_weights.loop_bodies(model):
+        tensors += list(body.initializer)
     with open(tmp, "wb") as out:
-        for t in model.graph.initializer:
+        for t in tensors:
             if t.data_location == TensorProto.EXTERNAL:
                 raise ValueError(f"{path}: tensor {t.name} still external: load the model with its data first")
             raw = t.raw_data if t.HasField("raw_data") else numpy_helper.to_array(t).tobytes()
             if len(raw) < SMALL:
                 continue
-            pad = -offset % ALIGN
-            out.write(b"\0" * pad)
-            offset += pad
-            out.write(raw)
+            if t.name not in written:
+                pad = -offset % ALIGN
+                out.write(b"\0" * pad)
+                offset += pad
+                out.write(raw)
+                written[t.name] = (offset, len(raw))
+                offset += len(raw)
+            at, length = written[t.name]
             for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):
                 t.ClearField(field)
             t.ClearField("raw_data")
             del t.external_data[:]
-            for key, value in (("location", location), ("offset", str(offset)), ("length", str(len(raw)))):
+            for key, value in (("location", location), ("offset", str(at)), ("length", str(length))):
                 entry = t.external_data.add()
                 entry.key, entry.value = key, value
             t.data_location = TensorProto.EXTERNAL
-            offset += len(raw)
     onnx.save(model, path)
     os.replace(tmp, data_file(path))
 

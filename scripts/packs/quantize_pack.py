@@ -40,9 +40,10 @@ import numpy as np
 import onnx
 
 try:  # imported as packs.NAME, or run as a script from scripts/packs
-    from packs import aligned_weights
+    from packs import aligned_weights, loop_weights
 except ImportError:
     import aligned_weights
+    import loop_weights
 from onnx import TensorProto, helper, numpy_helper
 
 PRECISION = "int8"
@@ -258,7 +259,9 @@ def write_variants(pack, precision, scheme, min_dim, convert):
     record = {"scheme": scheme, "min_dim": min_dim, "fp32_layers": {}}
     for role, file in graph_files(manifest).items():
         model = onnx.load(os.path.join(pack, file))
+        loop_weights.out_of_bodies(model)  # the converters look weights up in the outer graph
         converted, kept = convert(file, model)
+        loop_weights.into_bodies(model)
         out = variant_name(file, precision)
         onnx.save(model, os.path.join(pack, out))
         entry[role] = out

@@ -61,6 +61,22 @@ print(moved)
 	if strings.TrimSpace(check) == "0" {
 		t.Fatalf("no tensor of the aligned pack is external")
 	}
+	// the fused head's guided and unguided loop bodies each hold the weights they read
+	// (loop_weights.py); the file holds them once, both bodies naming the same aligned bytes
+	bodies := run("-c", `
+import sys, onnx
+sys.path.insert(0, sys.argv[2])
+import loop_weights
+m = onnx.load(sys.argv[1], load_external_data=False)
+at = [{t.name: {e.key: e.value for e in t.external_data}.get("offset") for t in b.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+      for b in loop_weights.loop_bodies(m)]
+assert len(at) == 2 and at[0] and at[0] == at[1], at
+assert all(int(o) % 65536 == 0 for o in at[0].values()), at[0]
+print(len(at[0]))
+`, filepath.Join(aligned, "head_loop.onnx"), filepath.Join(repoRoot, "scripts", "packs"))
+	if strings.TrimSpace(bodies) == "0" {
+		t.Fatalf("the fused head's loop bodies hold no external weights")
+	}
 
 	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
 		t.Fatal(err)
@@ -68,7 +84,9 @@ print(moved)
 	for _, c := range []struct {
 		precision string
 		cache     bool
-	}{{mar.FP32, false}, {mar.FP32, true}, {mar.Int8, false}} {
+		loop      string // MARSPEC_HEAD_LOOP: "on" samples through the fused head
+	}{{mar.FP32, false, ""}, {mar.FP32, true, ""}, {mar.Int8, false, ""}, {mar.FP32, false, "on"}, {mar.Int8, false, "on"}} {
+		t.Setenv("MARSPEC_HEAD_LOOP", c.loop)
 		opt := mar.Options{Seed: 3, CFG: 2, NumIter: 8, Steps: 5}
 		if c.cache { // a full pass, then lazy steps: both cached paths
 			opt.Cache = mar.CacheSettings{On: true, FullSteps: 2, RefreshEvery: 4, Recompute: 4, ReuseCFG: true}
@@ -77,7 +95,7 @@ print(moved)
 		got := generate(t, openAt(t, aligned, c.precision), opt)
 		for i := range want {
 			if !slices.Equal(got[i].Pixels, want[i].Pixels) {
-				t.Errorf("%s cache=%v image %d: the aligned pack's pixels differ from the whole pack's", c.precision, c.cache, i)
+				t.Errorf("%s cache=%v head loop %q image %d: the aligned pack's pixels differ from the whole pack's", c.precision, c.cache, c.loop, i)
 			}
 		}
 	}

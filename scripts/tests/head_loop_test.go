@@ -37,6 +37,11 @@ func TestFusedHeadOnMARLayout(t *testing.T) {
 	if man.HeadLoop == nil || man.HeadLoop.File != "head_loop.onnx" || man.HeadLoop.Format != mar.HeadLoopFormat {
 		t.Fatalf("manifest head_loop %+v, want head_loop.onnx in format %s", man.HeadLoop, mar.HeadLoopFormat)
 	}
+	// the AdaLN modulations run once per call: shift, scale and gate of each of the head's 2
+	// res blocks and shift and scale of its final layer, 32 wide (scripts/lib/mar_official.py)
+	if want := (3*2 + 2) * 32; man.HeadLoop.StackedWidth != want {
+		t.Fatalf("manifest head_loop stacked_width %d, want %d: the modulations were not computed once per call", man.HeadLoop.StackedWidth, want)
+	}
 	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
 		t.Fatal(err)
 	}
