@@ -30,12 +30,4 @@ for r in $(seq "$rounds"); do
   one "$r" int8-cache "$repo/bin/marspec" $gen --cache on --precision int8 --out "$out/img-int8-cache-r$r"
   one "$r" int8 "$repo/bin/marspec" $gen --precision int8 --out "$out/img-int8-r$r"
 done
-/usr/bin/python3 - "$out/img-fp32-cache-r1" "$out/img-int8-cache-r1" <<'PY'
-import glob, os, sys
-import numpy as np
-from PIL import Image
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.png"))):
-    a = np.asarray(Image.open(f).convert("RGB"), dtype=np.float64)
-    b = np.asarray(Image.open(os.path.join(sys.argv[2], os.path.basename(f))).convert("RGB"), dtype=np.float64)
-    print(f"cache fp32 against int8, {os.path.basename(f)}: mean abs pixel difference {np.abs(a - b).mean():.3f} (0-255)")
-PY
+/usr/bin/python3 "$repo/scripts/bench/png_diff.py" "cache fp32 against int8" "$out/img-fp32-cache-r1" "$out/img-int8-cache-r1"

@@ -25,13 +25,4 @@ for r in $(seq "$rounds"); do
       "rss_kb=$(awk '/Maximum resident/{print $NF}' "$log") load=$(cut -d' ' -f1 /proc/loadavg)"
   done
 done
-/usr/bin/python3 - "$out/img-per-step-r1" "$out/img-fused-r1" <<'PY'
-import glob, os, sys
-import numpy as np
-from PIL import Image
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.png"))):
-    a = np.asarray(Image.open(f).convert("RGB"), dtype=np.int64)
-    b = np.asarray(Image.open(os.path.join(sys.argv[2], os.path.basename(f))).convert("RGB"), dtype=np.int64)
-    print(f"per-step against fused, {os.path.basename(f)}: largest pixel difference {np.abs(a - b).max()}, "
-          f"pixels differing {(a != b).any(axis=-1).mean():.4%}")
-PY
+/usr/bin/python3 "$repo/scripts/bench/png_diff.py" "per-step against fused" "$out/img-per-step-r1" "$out/img-fused-r1"
