@@ -95,8 +95,9 @@ func rankTolerance(d int, scale float64) float64 {
 // psdFactor returns G (d x r) with s = G G^T, r the numerical rank of s, by Cholesky with
 // complete pivoting (stopping at pivots below rankTolerance). What it leaves unfactored, the
 // Schur complement s - G G^T, is rounding for a positive semi-definite s (entries at most the
-// tolerance); an eigenvalue l < 0 of s leaves one of at most l there, so an entry over
-// 1e-8 / d of the largest variance means s is not positive semi-definite.
+// tolerance); an eigenvalue l < 0 of s leaves the complement an eigenvalue of at most l, so an
+// entry of at least |l| / d, and an entry over 1e-8 / d of the largest variance means s is not
+// positive semi-definite.
 func psdFactor(s mat.Symmetric) (*mat.Dense, error) {
 	d := s.SymmetricDim()
 	scale := 0.0
