@@ -20,10 +20,12 @@ reads them as before; inside, the rules are torch.autocast's (what a MAR user ru
   starts in fp32 and adds a block's output at every layer, stays fp32 (one departure from
   autocast, which modulates in fp32 and rounds once before the next MatMul: a LayerNorm's
   output is of unit scale, and the head's loop pays for every Cast node at every step);
-- every other node reading floats runs in fp32: LayerNormalization and the decomposed norm
-  (ReduceMean, Pow, Sqrt), Softmax, Sin/Cos/Exp (the timestep embedding), the mask arithmetic
-  (ConstantOfShape, TopK, comparisons); and the fused head's sampler arithmetic (noise, the
-  variance schedule, the posterior step) is float64 and is never touched;
+- every other node reading floats runs in fp32: LayerNormalization, Softmax, Sin/Cos/Exp (the
+  timestep embedding), the mask arithmetic (ConstantOfShape, TopK, comparisons), and the fused
+  head's sampler arithmetic (guidance, the posterior step, the noise): float64 in the fp32
+  graph, as the Go sampler computes it; float32 here, as MAR's own code computes it, with the
+  graph's float64 inputs and outputs cast once per call (half_head.py, which also writes a
+  norm the exporter spelled out as seven nodes as one LayerNormalization);
 - a weight with fewer than --min-dim input or output channels stays fp32 (the 16-dim token
   projections in, the 2D-wide final projection out: their compute is negligible while their
   error lands directly on the tokens or on epsilon); --keep names more MatMul/Gemm to keep.
@@ -52,14 +54,17 @@ import numpy as np
 import onnx
 
 try:  # imported as packs.NAME, or run as a script from scripts/packs
+    from packs import half_head
     from packs.quantize_pack import attr, write_variants
 except ImportError:
+    import half_head
     from quantize_pack import attr, write_variants
 from onnx import TensorProto, helper, numpy_helper
 
 PRECISION = "fp16"
 SCHEME = ("fp16 as torch.autocast: MatMul/Gemm and their weights fp16; elementwise fp16 where all its float inputs are; "
-          "norms, softmax, sin/cos/exp, reductions, the residual stream and the sampler fp32/fp64; float32 inputs and outputs")
+          "norms, softmax, sin/cos/exp, reductions, the residual stream and the fused head's sampler fp32; "
+          "float32 (the fused head: float64) inputs and outputs")
 F32, F16 = TensorProto.FLOAT, TensorProto.FLOAT16
 FP16_MAX = float(np.finfo(np.float16).max)
 # Ops that run in fp16 when every float input is fp16 or constant ("promote" in autocast's terms).
@@ -341,6 +346,12 @@ def main(argv):
     checks = {}
 
     def convert(file, model):
+        norms = half_head.fuse_norms(model)
+        loop = [o.name for o in model.graph.output] == half_head.LOOP_OUTPUTS
+        casts = half_head.float_sampler(model) if loop else 0
+        if norms or loop:
+            print(f"{file}: {norms} decomposed LayerNorm(s) made one node" +
+                  (f"; sampler float32, {casts} Cast(s) dropped" if loop else ""))
         lowered, kept, fp16_values = half_model(model, args.min_dim, keep)
         if args.cpu_check:
             checks[file] = cpu_check_model(model, fp16_values)  # a copy: model stays the fp16 graph

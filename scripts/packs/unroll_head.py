@@ -40,7 +40,7 @@ def attr(node, name):
     raise SystemExit(f"{node.op_type} node {node.name!r} has no attribute {name}")
 
 
-def inline_loop(loop, steps, suffix):
+def inline_loop(loop, steps, suffix, ranks):
     """The Loop node's work as plain nodes over `steps` iterations; the nodes write the Loop's
     own output names, so what read the Loop reads them unchanged."""
     body = attr(loop, "body")
@@ -73,8 +73,10 @@ def inline_loop(loop, steps, suffix):
     # The body reads the iteration number only to pick step i's row of a per-step tensor
     # (Gather on axis 0). Each such tensor is split into its rows once; a constant index per
     # step instead costs ONNX Runtime time quadratic in the count of constants when the
-    # session opens (1.5 s for 1,000, 30 s for 4,000 on this machine).
-    rows = {}
+    # session opens (1.5 s for 1,000, 30 s for 4,000 on this machine). A tensor of rank 2 or
+    # more is split with its first two axes merged, so each piece is a row already: a Split
+    # into [1, ...] pieces would need a Squeeze per row and step, a kernel each on a GPU.
+    rows, squeezed = {}, set()
     for n in per_step:
         if iter_name not in n.input:
             continue
@@ -82,17 +84,25 @@ def inline_loop(loop, steps, suffix):
             raise SystemExit(f"head loop body reads the iteration number in a {n.op_type} node: only a Gather of "
                              "a per-step tensor's row can be unrolled")
         src = n.input[0]
-        if src not in rows:
-            rows[src] = [f"{src}/row{i}" for i in range(steps)]
+        if src in rows:
+            continue
+        rows[src] = [f"{src}/row{i}" for i in range(steps)]
+        if ranks.get(src, 0) >= 2:
+            nodes.extend(split_rows(src, steps, rows[src], suffix))
+        else:
             nodes.append(helper.make_node("Split", [src, ones], rows[src], axis=0))
+            squeezed.add(src)
     scans = [[] for _ in scan_outs]
     for step in range(steps):
         tag = f"@{suffix}{step}"
         names = {cond_name: true, **dict(zip(carried_in, carried))}
         for n in per_step:
             if iter_name in n.input:
-                names[n.output[0]] = f"{n.output[0]}{tag}"
-                nodes.append(helper.make_node("Squeeze", [rows[n.input[0]][step], axis0], [names[n.output[0]]]))
+                if n.input[0] in squeezed:
+                    names[n.output[0]] = f"{n.output[0]}{tag}"
+                    nodes.append(helper.make_node("Squeeze", [rows[n.input[0]][step], axis0], [names[n.output[0]]]))
+                else:
+                    names[n.output[0]] = rows[n.input[0]][step]
                 continue
             m = onnx.NodeProto()
             m.CopyFrom(n)
@@ -107,13 +117,36 @@ def inline_loop(loop, steps, suffix):
             scans[k].append(names.get(o, o))
     for name, value in zip(loop.output[:n_carried], carried):
         nodes.append(helper.make_node("Identity", [value], [name]))
+    nodes.append(helper.make_node("Constant", [], [f"unrolled{suffix}/steps"],
+                                  value=numpy_helper.from_array(np.array([steps], np.int64))))
     for name, values in zip(loop.output[n_carried:], scans):
-        stacked = []
-        for v in values:
-            stacked.append(f"{v}/stacked")
-            nodes.append(helper.make_node("Unsqueeze", [v, axis0], [stacked[-1]]))
-        nodes.append(helper.make_node("Concat", stacked, [name], axis=0))
+        # steps' rows one after another, then the step axis in front: no Unsqueeze per step
+        shape = helper.make_node("Concat", [f"unrolled{suffix}/steps", f"{name}/row_shape"], [f"{name}/shape"], axis=0)
+        nodes += [helper.make_node("Concat", values, [f"{name}/rows"], axis=0),
+                  helper.make_node("Shape", [values[0]], [f"{name}/row_shape"]), shape,
+                  helper.make_node("Reshape", [f"{name}/rows", f"{name}/shape"], [name])]
     return nodes, initializers
+
+
+def split_rows(src, steps, rows, suffix):
+    """Nodes splitting src [S, A, ...] into S rows [A, ...]: src as [S*A, ...], cut every A."""
+    p = f"{src}/rows{suffix}"
+    c = lambda name, v: helper.make_node("Constant", [], [f"{p}/{name}"], value=numpy_helper.from_array(np.array(v, np.int64)))
+    return [c("one", [1]), c("two", [2]), c("end", [np.iinfo(np.int64).max]), c("minus_one", [-1]), c("steps", [steps]),
+            helper.make_node("Shape", [src], [f"{p}/shape"]),
+            helper.make_node("Slice", [f"{p}/shape", f"{p}/one", f"{p}/two"], [f"{p}/a"]),
+            helper.make_node("Slice", [f"{p}/shape", f"{p}/two", f"{p}/end"], [f"{p}/tail"]),
+            helper.make_node("Concat", [f"{p}/minus_one", f"{p}/tail"], [f"{p}/flat_shape"], axis=0),
+            helper.make_node("Reshape", [src, f"{p}/flat_shape"], [f"{p}/flat"]),
+            helper.make_node("Expand", [f"{p}/a", f"{p}/steps"], [f"{p}/sizes"]),
+            helper.make_node("Split", [f"{p}/flat", f"{p}/sizes"], rows, axis=0)]
+
+
+def value_ranks(model):
+    """The rank of every outer value whose shape inference knows it, by name."""
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
+    return {v.name: len(v.type.tensor_type.shape.dim) for v in list(inferred.input) + list(inferred.value_info)
+            if v.type.tensor_type.HasField("shape")}
 
 
 def gather_axis(node):
@@ -133,22 +166,24 @@ def unroll(model, steps, guided):
     if [o.name for o in g.output] != OUTPUTS:
         raise SystemExit(f"not a head loop graph: outputs {[o.name for o in g.output]}, want {OUTPUTS}")
     ifs = [n for n in g.node if n.op_type == "If"]
-    if len(ifs) != 1 or list(ifs[0].output) != OUTPUTS:
+    if len(ifs) != 1 or len(ifs[0].output) != len(OUTPUTS):  # half_pack.py casts its outputs to the graph's
         raise SystemExit("not a head loop graph: want one If node choosing the guided or the unguided loop")
     branch = attr(ifs[0], "then_branch" if guided else "else_branch")
     loops = [n for n in branch.node if n.op_type == "Loop"]
     if len(loops) != 1:
         raise SystemExit(f"head loop branch has {len(loops)} Loop nodes, want 1")
     suffix = "g" if guided else "u"
-    nodes = [n for n in g.node if n is not ifs[0]]
+    at = list(g.node).index(ifs[0])
+    nodes, after = list(g.node[:at]), list(g.node[at + 1:])
     for n in branch.node:
         if n is loops[0]:
-            inlined, body_inits = inline_loop(n, steps, suffix)
+            inlined, body_inits = inline_loop(n, steps, suffix, value_ranks(model))
             nodes.extend(inlined)
         else:
             nodes.append(n)
     for src, dst in zip(branch.output, ifs[0].output):
         nodes.append(helper.make_node("Identity", [src.name], [dst]))
+    nodes += after
     initializers = list(g.initializer) + list(branch.initializer) + body_inits
     nodes, initializers = drop_unused(nodes, initializers, OUTPUTS)
 

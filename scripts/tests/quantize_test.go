@@ -177,7 +177,10 @@ func relRMS(got, ref []float32) float64 {
 		d2 += d * d
 		r2 += float64(ref[i]) * float64(ref[i])
 	}
-	return math.Sqrt(d2 / r2)
+	if rel := math.Sqrt(d2 / r2); !math.IsNaN(rel) {
+		return rel
+	}
+	return math.Inf(1) // a NaN would pass every "rel > tolerance" check
 }
 
 // batchDependence runs runGraphs' batch, then each of its transformer rows and head rows again

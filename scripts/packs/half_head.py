@@ -1,0 +1,214 @@
+"""What half_pack.py changes in the head graphs before it converts them to fp16: fewer nodes
+per diffusion step, for a fused head on a GPU that runs a kernel per node and is bound by their
+count (docs/gpu.md, "What a step of the unrolled head is made of"). The fp32 graphs keep the
+exact form the Go sampler reproduces bit for bit; an fp16 graph is held to a tolerance instead.
+
+- fuse_norms: a LayerNorm the exporter wrote out as seven nodes (ReduceMean, Sub, Pow,
+  ReduceMean, Add, Sqrt, Div: MAR's final layer, whose norm has no weight or bias) becomes one
+  LayerNormalization with unit scale and zero bias.
+- float_sampler: the fused head's sampler (guidance, the posterior step, the noise) runs in
+  float32 instead of float64, as MAR's own code runs it (its diffusion extracts the schedule's
+  coefficients as float32 tensors); the graph's float64 inputs and outputs are cast once per
+  call, and the casts the float64 arithmetic needed at every step disappear.
+Needs only the onnx and numpy packages.
+"""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+F32, F64 = TensorProto.FLOAT, TensorProto.DOUBLE
+# The fused head's outputs (unroll_head.OUTPUTS): its float64 results.
+LOOP_OUTPUTS = ["x0", "last_mean", "half_log_var"]
+
+
+def subgraphs(node):
+    return [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+
+
+def all_graphs(g):
+    yield g
+    for n in g.node:
+        for s in subgraphs(n):
+            yield from all_graphs(s)
+
+
+def attr(node, name, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def constant_values(model):
+    """Every Constant node's and initializer's value, by name, over all graphs."""
+    values = {}
+    for g in all_graphs(model.graph):
+        for init in g.initializer:
+            values[init.name] = numpy_helper.to_array(init)
+        for n in g.node:
+            if n.op_type == "Constant" and attr(n, "value") is not None:
+                values[n.output[0]] = numpy_helper.to_array(attr(n, "value"))
+    return values
+
+
+def is_last_axis_mean(node):
+    axes = attr(node, "axes")
+    return node.op_type == "ReduceMean" and len(node.input) == 1 and axes is not None and list(axes) == [-1] \
+        and attr(node, "keepdims", 1) == 1
+
+
+def width_read_by_weight(value, consts, readers):
+    """The last dimension of value, read off the weight of the MatMul/Gemm it reaches through
+    elementwise nodes (shape inference does not know the head's widths: the exporter slices
+    with run-time shapes)."""
+    seen = set()
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        for n in readers.get(v, []):
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if n.op_type in ("MatMul", "Gemm") and n.input[0] == v and n.input[1] in consts:
+                w = consts[n.input[1]]
+                if w.ndim == 2:
+                    return w.shape[0] if n.op_type == "MatMul" or not attr(n, "transB", 0) else w.shape[1]
+            elif n.op_type in ("Mul", "Add", "Sub", "Cast", "Identity"):
+                todo.extend(n.output)
+    return None
+
+
+def fuse_norms(model):
+    """Replaces each decomposed LayerNorm over a last axis of known size with one
+    LayerNormalization node; returns how many (per graph: a norm inside both loop bodies
+    counts twice)."""
+    consts = constant_values(model)
+    fused = 0
+    for g in all_graphs(model.graph):
+        by_output = {o: n for n in g.node for o in n.output}
+        readers = {}
+        for n in g.node:
+            for i in n.input:
+                readers.setdefault(i, []).append(n)
+            for s in subgraphs(n):  # a subgraph's reads of this graph's values count as readers
+                for sn in all_graphs(s):
+                    for nn in sn.node:
+                        for i in nn.input:
+                            readers.setdefault(i, []).append(n)
+        drop = set()
+        for div in g.node:
+            if div.op_type != "Div":
+                continue
+            sub, sqrt = by_output.get(div.input[0]), by_output.get(div.input[1])
+            if not (sub and sqrt and sub.op_type == "Sub" and sqrt.op_type == "Sqrt"):
+                continue
+            add = by_output.get(sqrt.input[0])
+            if not (add and add.op_type == "Add"):
+                continue
+            var, eps = by_output.get(add.input[0]), consts.get(add.input[1])
+            pow_ = by_output.get(var.input[0]) if var is not None else None
+            mean = by_output.get(sub.input[1])
+            if not (var is not None and is_last_axis_mean(var) and eps is not None and eps.size == 1
+                    and pow_ is not None and pow_.op_type == "Pow" and pow_.input[0] == sub.output[0]
+                    and consts.get(pow_.input[1]) is not None and float(consts[pow_.input[1]]) == 2.0
+                    and mean is not None and is_last_axis_mean(mean) and mean.input[0] == sub.input[0]):
+                continue
+            inner = [mean, sub, pow_, var, add, sqrt]
+            width = width_read_by_weight(div.output[0], consts, readers)
+            if width is None or any(len(readers.get(n.output[0], [])) != (2 if n is sub else 1) for n in inner):
+                continue  # width unknown, or an intermediate value read elsewhere: leave it
+            tag = div.output[0]
+            scale, bias = f"{tag}/ln_scale", f"{tag}/ln_bias"
+            if scale not in consts:  # in the outer graph, where half_pack.py looks for weights (both bodies read it)
+                model.graph.initializer.extend([numpy_helper.from_array(np.ones(width, np.float32), scale),
+                                                numpy_helper.from_array(np.zeros(width, np.float32), bias)])
+                consts[scale], consts[bias] = np.ones(width, np.float32), np.zeros(width, np.float32)
+            ln = helper.make_node("LayerNormalization", [sub.input[0], scale, bias], [tag], name=f"{tag}/ln",
+                                  axis=-1, epsilon=float(eps.reshape(-1)[0]))
+            div.CopyFrom(ln)
+            drop.update(id(n) for n in inner)
+            fused += 1
+        kept = [n for n in g.node if id(n) not in drop]
+        del g.node[:]
+        g.node.extend(kept)
+    return fused
+
+
+def float_sampler(model):
+    """Turns a fused head's float64 arithmetic into float32 in place: its float64 inputs are
+    cast once on entry and its outputs once on exit; the casts between float32 and float32
+    this leaves are dropped. Returns how many Casts went (over all its graphs, not per step)."""
+    g = model.graph
+    if [o.name for o in g.output] != LOOP_OUTPUTS:
+        raise SystemExit(f"float_sampler: not a fused head (outputs {[o.name for o in g.output]})")
+    rename = {}
+    entry = []
+    for vi in g.input:
+        if vi.type.tensor_type.elem_type == F64:
+            rename[vi.name] = f"{vi.name}/f32"
+            entry.append(helper.make_node("Cast", [vi.name], [rename[vi.name]], name=f"{vi.name}/to_f32", to=F32))
+    exits = []
+    for vi in g.output:
+        if vi.type.tensor_type.elem_type == F64:
+            exits.append(helper.make_node("Cast", [f"{vi.name}/f32"], [vi.name], name=f"{vi.name}/to_f64", to=F64))
+    outputs = {vi.name: f"{vi.name}/f32" for vi in g.output if vi.type.tensor_type.elem_type == F64}
+    for sg in all_graphs(g):
+        for n in sg.node:
+            n.input[:] = [rename.get(i, i) for i in n.input]
+            if sg is g:
+                n.output[:] = [outputs.get(o, o) for o in n.output]
+            if n.op_type == "Cast" and attr(n, "to") == F64:
+                for a in n.attribute:
+                    if a.name == "to":
+                        a.i = F32
+            if n.op_type == "Constant" and attr(n, "value") is not None and attr(n, "value").data_type == F64:
+                v = numpy_helper.to_array(attr(n, "value")).astype(np.float32)
+                del n.attribute[:]
+                n.attribute.append(helper.make_attribute("value", numpy_helper.from_array(v)))
+        for i, init in enumerate(sg.initializer):
+            if init.data_type == F64:
+                sg.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float32), init.name))
+        if sg is not g:
+            for vi in list(sg.input) + list(sg.output):
+                if vi.type.tensor_type.elem_type == F64:
+                    vi.type.tensor_type.elem_type = F32
+        del sg.value_info[:]
+    nodes = entry + list(g.node) + exits
+    del g.node[:]
+    g.node.extend(nodes)
+    return drop_same_type_casts(model)
+
+
+def drop_same_type_casts(model):
+    """Removes every Cast whose input already has the type it casts to, reading its input
+    instead; a Cast that writes a graph's output stays (the name must exist)."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {}
+    for sg in all_graphs(inferred.graph):
+        for vi in list(sg.input) + list(sg.output) + list(sg.value_info):
+            types[vi.name] = vi.type.tensor_type.elem_type
+        for init in sg.initializer:
+            types[init.name] = init.data_type
+    dropped = 0
+    replace = {}
+    for sg in all_graphs(model.graph):
+        outs = {o.name for o in sg.output}
+        kept = []
+        for n in sg.node:
+            if n.op_type == "Cast" and types.get(n.input[0]) == attr(n, "to") and n.output[0] not in outs:
+                replace[n.output[0]] = n.input[0]
+                dropped += 1
+                continue
+            kept.append(n)
+        del sg.node[:]
+        sg.node.extend(kept)
+
+    def resolve(name):
+        while name in replace:
+            name = replace[name]
+        return name
+
+    for sg in all_graphs(model.graph):
+        for n in sg.node:
+            n.input[:] = [resolve(i) for i in n.input]
+    return dropped
