@@ -1,6 +1,8 @@
 package onnxrt
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,5 +28,29 @@ func TestFixedDims(t *testing.T) {
 		[]IOSpec{{Name: "p", Float64: true, Shape: []int64{-2, -1, 3}}, {Name: "q", Shape: []int64{-2, -1, 3}}})
 	if err == nil || !strings.Contains(err.Error(), "fixed dimension n: size 0, want at least 1") {
 		t.Fatalf("size 0: %v", err)
+	}
+}
+
+// With MARSPEC_ORT_OPTIMIZED_DIR set, each session opened writes its optimised graph there,
+// one file per session, and still runs.
+func TestOptimizedGraphsWritten(t *testing.T) {
+	needRuntime(t)
+	dir := filepath.Join(t.TempDir(), "optimized")
+	t.Setenv(OptimizedDirEnv, dir)
+	for range 2 {
+		g := openMixed(t, SessionOptions{IntraOpThreads: 1})
+		var p, q []uint64
+		if err := g.RunDims(Dims{2, 3, 1, 1}, func(in, _ Tensors) error { return mixedData(1)(in) }, mixedOutputs(&p, &q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "session-*.onnx"))
+	if len(files) != 2 {
+		t.Fatalf("optimised graphs %v, want one per session (2)", files)
+	}
+	for _, f := range files {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v, size %v", f, err, st)
+		}
 	}
 }

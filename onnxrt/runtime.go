@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	ort "github.com/yalue/onnxruntime_go"
 )
@@ -151,7 +152,34 @@ func newSessionOptions(opt SessionOptions) (*ort.SessionOptions, error) {
 			return nil, err
 		}
 	}
+	if err := saveOptimized(so); err != nil {
+		so.Destroy()
+		return nil, err
+	}
 	return so, nil
+}
+
+// OptimizedDirEnv names a folder where every session opened writes the graph ONNX Runtime
+// runs after its own optimisations (session-NNN.onnx, weights in session-NNN.onnx.data): on a
+// GPU, which nodes its fusions leave, so which kernels a run launches (scripts/gpu/gpu_mar.py's
+// kernels stage counts them). For diagnosis: every session writes its weights once more.
+const OptimizedDirEnv = "MARSPEC_ORT_OPTIMIZED_DIR"
+
+var optimizedSessions atomic.Int64
+
+func saveOptimized(so *ort.SessionOptions) error {
+	dir := os.Getenv(OptimizedDirEnv)
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%s: %v", OptimizedDirEnv, err)
+	}
+	name := fmt.Sprintf("session-%03d.onnx", optimizedSessions.Add(1))
+	if err := so.SetOptimizedModelFilePath(filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("%s: %v", OptimizedDirEnv, err)
+	}
+	return so.AddSessionConfigEntry("session.optimized_model_external_initializers_file_name", name+".data")
 }
 
 func oneLine(err error) string {

@@ -16,6 +16,9 @@ reach is listed as not measured):
   ratio-b64      the same at batch 64
   parity         fp16 against fp32 images (same seed, fused head), and the CUDA graph replay
                  against the same head without it, against PARITY_* below
+  kernels        the unrolled fp16 and fp32 heads as ONNX Runtime runs them, after its own fusions
+                 (MARSPEC_ORT_OPTIMIZED_DIR): nodes per diffusion step by op type, the kernels a
+                 step launches (the pack tools count nodes before those fusions)
   head-kinds     marspec fp16 fused head as the unrolled graph without replay and as the rolled
                  ONNX Loop, batch 8 and 64
   cache          marspec fp16, the graph row with the cache (its K/V cross the host every call)
@@ -67,7 +70,7 @@ PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE = 2.0, 8, 0.99
 # (name, budget in seconds on an H100/H200): the order is the priority
 # (the run of 2026-11-27 on an H200: the ratio rows ran the cache, whose K/V cross the host at
 # every call, 60% of a generation there; and 35 s did not hold two generations for parity)
-STAGES = [("pack", 120), ("ratio-b8", 90), ("ratio-b64", 110), ("parity", 75), ("head-kinds", 80), ("cache", 50),
+STAGES = [("pack", 120), ("ratio-b8", 90), ("ratio-b64", 110), ("parity", 75), ("kernels", 40), ("head-kinds", 80), ("cache", 50),
           ("fp32", 60), ("official-fp32", 70), ("per-step", 60), ("batch-1", 60), ("energy-head", 0)]  # energy-head: whatever is left
 # head -> (bench flags, environment): "fused" is the unrolled graph where the pack has one for
 # the run's steps (the pack stage makes it), "rolled" the ONNX Loop, "graph" the unrolled graph
@@ -299,6 +302,19 @@ class Run:
             self.measure("parity/check-fused-vs-per-step", lambda: {"stats": compare_folders(
                 images("fp32", fused), images("fp32", {"MARSPEC_HEAD_LOOP": "off"}))})
 
+    def stage_kernels(self):
+        a = self.args
+        for precision in (self.fast(),) if a.device == "cpu" else PRECISIONS:
+            def fn(precision=precision):
+                self.need_marspec(precision)
+                folder = os.path.join(self.work, f"optimized-{precision}")
+                self.marspec(["generate", "--model", a.pack, "--class", "0", "--n", "1", "--num-iter", "2", "--steps", str(a.steps),
+                              "--cfg", str(a.cfg), "--precision", precision, "--json", "--quiet", "--grid", "none",
+                              "--out", os.path.join(self.work, f"kernels-{precision}")],
+                             {**UNROLLED, "MARSPEC_HEAD_LOOP": "on", "MARSPEC_ORT_OPTIMIZED_DIR": folder})
+                return {"stats": count_kernels(folder, a.steps)}
+            self.measure(f"kernels/{precision}", fn)
+
     def stage_energy(self):
         a = self.args
 
@@ -324,6 +340,7 @@ class Run:
             "ratio-b8": lambda: self.ratio_rows(b8),
             "ratio-b64": lambda: self.ratio_rows(b64),
             "parity": self.stage_parity,
+            "kernels": self.stage_kernels,
             "head-kinds": lambda: [self.marspec_row(self.fast(), h, b) for b in (b8, b64) for h in ("fused", "rolled")],
             "cache": lambda: [self.marspec_row(self.fast(), "graph+cache", b) for b in (b8, b64)],
             "fp32": lambda: [self.marspec_row("fp32", "graph", b) for b in (b8, b64)],
@@ -360,6 +377,27 @@ class Run:
 
 class Skip(Exception):
     """A measurement that cannot run here, with the reason the report gives."""
+
+
+def count_kernels(folder, steps):
+    """Nodes of each unrolled head session ONNX Runtime wrote to folder after optimising it
+    (inputs x_T and noise, no Loop or If): in all, and per diffusion step by op type (the
+    once-per-call part counted in, a fraction of a node per step at 100 steps)."""
+    import onnx  # the pack tools need it anyway
+    heads = []
+    for name in sorted(n for n in os.listdir(folder) if n.endswith(".onnx")):
+        g = onnx.load(os.path.join(folder, name), load_external_data=False).graph
+        if not {"x_T", "noise"} <= {i.name for i in g.input} or any(n.op_type in ("Loop", "If") for n in g.node):
+            continue
+        ops = {}
+        for n in g.node:
+            ops[n.op_type] = ops.get(n.op_type, 0) + 1
+        top = sorted(ops.items(), key=lambda kv: -kv[1])
+        heads.append({"session": name, "nodes": len(g.node), "per_step": round(len(g.node) / steps, 1),
+                      "ops_per_step": {op: round(c / steps, 2) for op, c in top}})
+    if not heads:
+        raise RuntimeError(f"no unrolled head session among the optimised graphs in {folder}: {sorted(os.listdir(folder))}")
+    return {"steps": steps, "heads": heads}
 
 
 def compare_folders(a, b):

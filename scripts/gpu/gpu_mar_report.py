@@ -90,7 +90,7 @@ def write_report(run):
             L.append(f"| marspec | {precision} | {head} | " + " | ".join(
                 "-" if r is None and k not in run.tried else cell(r, f3, notes) for r, k in zip(recs, keys)) + f" | {shares} |")
     L += [""] + [f"- [{i + 1}] {n}" for i, n in enumerate(notes)] + ([""] if notes else [])
-    L += ratio_lines(run) + [""] + parity_lines(run) + [""] + stage_lines(run) + [""]
+    L += ratio_lines(run) + [""] + parity_lines(run) + [""] + kernel_lines(run) + [""] + stage_lines(run) + [""]
     with open(os.path.join(a.out, "gpu-mar.md"), "w") as f:
         f.write("\n".join(L))
 
@@ -151,6 +151,19 @@ def parity_lines(run):
         L.append(f"- {label}: " + cell(res.get(k), lambda st: (
             f"{st['within']} of {st['images']} images within tolerance; worst mean |difference| {st['worst_mean']:.3f} "
             f"levels, largest {st['worst_max']} levels, worst share within {PARITY_PIXEL_LEVELS} levels {st['worst_share']:.4f}")))
+    return L
+
+
+def kernel_lines(run):
+    L = ["Nodes per diffusion step of the unrolled head after ONNX Runtime's own fusions (`MARSPEC_ORT_OPTIMIZED_DIR`; "
+         "each optimised session's nodes over the step count, the once-per-call part counted in):", ""]
+    for precision in ("fp16", "fp32"):
+        rec = run.results.get(f"kernels/{precision}")
+        if rec is None:
+            continue
+        L.append(f"- {precision}: " + cell(rec, lambda st: "; ".join(
+            f"{h['session']} {h['per_step']:g} per step (" + ", ".join(f"{op} {c:g}" for op, c in list(h["ops_per_step"].items())[:10]) + ")"
+            for h in st["heads"])))
     return L
 
 

@@ -21,7 +21,7 @@ type marRecord struct {
 
 // The stages of issue 40's device script, in its order; a stage that disappears from the
 // script (or is renamed) fails TestGPUMarTiny.
-var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "energy-head"}
+var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "energy-head"}
 
 // Issue 40's device script (scripts/gpu/gpu_mar.py, the default of gpu_bench.sh) at tiny sizes
 // on the CPU: every stage must run and every row of its matrix (official fp32 and bf16
@@ -104,6 +104,18 @@ func TestGPUMarTiny(t *testing.T) {
 		if r := recs[key]; r.Stats == nil || json.Unmarshal(r.Stats, &check) != nil || check.Images != 2 || check.Within != 2 {
 			t.Errorf("%s: two head paths that agree: %+v (%s)", key, check, r.Stats)
 		}
+	}
+	// the unrolled head as ONNX Runtime runs it: one session per row count the generation
+	// called, each with nodes to count (fp16 is refused on the CPU, so fp32 only there)
+	var kernels struct {
+		Heads []struct {
+			Nodes   int     `json:"nodes"`
+			PerStep float64 `json:"per_step"`
+		} `json:"heads"`
+	}
+	if r := recs["kernels/fp32"]; r.Stats == nil || json.Unmarshal(r.Stats, &kernels) != nil || len(kernels.Heads) == 0 ||
+		kernels.Heads[0].Nodes < 5*20 || kernels.Heads[0].PerStep <= 0 {
+		t.Errorf("kernels/fp32: want the unrolled head's optimised sessions counted: %+v (%s)", r, r.Stats)
 	}
 	if r := recs["energy-head"]; r.Skipped == "" {
 		t.Errorf("energy head: %+v", r)
