@@ -166,16 +166,39 @@ for body in loop_weights.loop_bodies(m):
 	}
 	ref := openWithHeadLoop(t, pack, "on")
 	zRef, outRef := runGraphs(t, ref)
-	for _, c := range []struct{ name, dir string }{
-		{"fp16 graphs (CPU provider)", asOwnGraphs(t, pack, spec)},
-		{"fp16 emulated (--cpu-check)", check},
+	opt := mar.Options{Seed: 7, CFG: 2.9, CFGSchedule: "linear", Temperature: 1, NumIter: 8, Steps: 50}
+	want := generate(t, ref, opt)
+	// the fused head also unrolled (what a GPU runs): the fp16 graph's casts in and out of the
+	// float32 sampler must survive unroll_head.py and open in ONNX Runtime
+	for _, dir := range []string{pack, check} {
+		if out, err := exec.Command(python, tool("packs", "unroll_head.py"), dir, "--steps", "50").CombinedOutput(); err != nil {
+			t.Fatalf("unroll_head.py %s: %v\n%s", dir, err, out)
+		}
+	}
+	if man, err = mar.LoadManifest(pack); err != nil {
+		t.Fatal(err)
+	}
+	spec = man.Precisions[mar.FP16]
+	for _, c := range []struct {
+		name, dir string
+		unrolled  bool
+	}{
+		{"fp16 graphs (CPU provider)", asOwnGraphs(t, pack, spec), false},
+		{"fp16 emulated (--cpu-check)", check, false},
+		{"fp16 graphs unrolled (CPU provider)", asOwnGraphs(t, pack, spec), true},
+		{"fp16 emulated unrolled (--cpu-check)", check, true},
 	} {
+		t.Setenv("MARSPEC_HEAD_UNROLLED", map[bool]string{false: "off", true: "on"}[c.unrolled])
 		m := openWithHeadLoop(t, c.dir, "on")
-		z, out := runGraphs(t, m)
-		checkHalfRMS(t, c.name+": transformer z", z, zRef)
-		checkHalfRMS(t, c.name+": head output", out, outRef)
-		opt := mar.Options{Seed: 7, CFG: 2.9, CFGSchedule: "linear", Temperature: 1, NumIter: 8, Steps: 50}
-		want, got := generate(t, ref, opt), generate(t, m, opt)
+		if !c.unrolled {
+			z, out := runGraphs(t, m)
+			checkHalfRMS(t, c.name+": transformer z", z, zRef)
+			checkHalfRMS(t, c.name+": head output", out, outRef)
+		}
+		got := generate(t, m, opt)
+		if sessions := m.Head.(*mar.ONNXHead).UnrolledSessions(); (len(sessions) > 0) != c.unrolled {
+			t.Errorf("%s: unrolled sessions %q", c.name, sessions)
+		}
 		for i := range want {
 			rel := relRMS(got[i].Tokens, want[i].Tokens)
 			t.Logf("%s: image %d tokens relative RMS %.4f", c.name, i, rel)
@@ -204,8 +227,12 @@ func asOwnGraphs(t *testing.T, pack string, spec mar.PrecisionSpec) string {
 	if out, err := exec.Command("cp", "-r", pack, dir).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
-	for own, half := range map[string]string{"transformer.onnx": spec.Transformer, "head.onnx": spec.Head,
-		"head_loop.onnx": spec.HeadLoop, "transformer_cached.onnx": spec.Cached} {
+	own := map[string]string{"transformer.onnx": spec.Transformer, "head.onnx": spec.Head,
+		"head_loop.onnx": spec.HeadLoop, "transformer_cached.onnx": spec.Cached}
+	for _, u := range spec.HeadLoopUnrolled { // head_loop.fp16.guided50.onnx -> head_loop.guided50.onnx
+		own[strings.Replace(u.File, ".fp16.", ".", 1)] = u.File
+	}
+	for own, half := range own {
 		if half == "" {
 			continue
 		}
