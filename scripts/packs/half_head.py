@@ -10,6 +10,8 @@ exact form the Go sampler reproduces bit for bit; an fp16 graph is held to a tol
   float32 instead of float64, as MAR's own code runs it (its diffusion extracts the schedule's
   coefficients as float32 tensors); the graph's float64 inputs and outputs are cast once per
   call, and the casts the float64 arithmetic needed at every step disappear.
+- lean_guidance: then guidance is one MatMul of the head's cond and uncond halves (kept fp32
+  by half_pack.py) and x0's clipping one Clip.
 Needs only the onnx and numpy packages.
 """
 import numpy as np
@@ -212,3 +214,93 @@ def drop_same_type_casts(model):
         for n in sg.node:
             n.input[:] = [resolve(i) for i in n.input]
     return dropped
+
+
+# Node names of the sampler arithmetic this file writes; half_pack.py keeps their MatMul in fp32.
+SAMPLER = "sampler/"
+
+
+def lean_guidance(model):
+    """In a float32 fused head: the guided body's eps = u + cfg (c - u), three Slices of the
+    head's output and three nodes per step, becomes one MatMul by [diag(cfg), diag(1 - cfg)]
+    (made once per call from cfg) and one Split; and x0's clipping, Min then Max, becomes one
+    Clip. Returns the nodes per guided step it saved."""
+    g = model.graph
+    cfg = "cfg/f32"
+    if cfg not in {n.output[0] for n in g.node}:
+        raise SystemExit("lean_guidance: run float_sampler first")
+    saved = 0
+    outer = []
+
+    def const(name, value):
+        outer.append(helper.make_node("Constant", [], [SAMPLER + name], value=numpy_helper.from_array(np.array(value))))
+        return SAMPLER + name
+
+    for body in all_graphs(g):
+        if body is g:
+            continue
+        made = {o: n for n in body.node for o in n.output}
+        reads = {}
+        for n in body.node:
+            for i in n.input:
+                reads[i] = reads.get(i, 0) + 1
+        drop, add = set(), {}
+        for add_node in body.node:
+            if add_node.op_type != "Add":
+                continue
+            u, m = add_node.input
+            mul, sub = made.get(m), None
+            if mul is not None and mul.op_type == "Mul" and mul.input[0] == cfg:
+                sub = made.get(mul.input[1])
+            if not (sub is not None and sub.op_type == "Sub" and sub.input[1] == u):
+                continue
+            c_slice, u_slice = made.get(sub.input[0]), made.get(u)
+            if not (c_slice is not None and u_slice is not None and c_slice.op_type == u_slice.op_type == "Slice"
+                    and c_slice.input[0] == u_slice.input[0]):
+                continue
+            if [reads.get(v, 0) for v in (c_slice.output[0], u, sub.output[0], m)] != [1, 2, 1, 1]:
+                continue  # a value the replaced nodes make is read elsewhere too
+            if not any(n.output[0] == SAMPLER + "guide" for n in outer):  # G [N, 2N]: row r takes cfg_r of cond row r and 1 - cfg_r of uncond row r
+                rows = helper.make_node("Shape", [cfg], [SAMPLER + "shape"], start=0, end=1)
+                zero = const("zero", np.zeros(1, np.float32))
+                outer += [rows,
+                          helper.make_node("Concat", [SAMPLER + "shape", SAMPLER + "shape"], [SAMPLER + "square"], axis=0),
+                          helper.make_node("Expand", [zero, SAMPLER + "square"], [SAMPLER + "zeros"]),
+                          helper.make_node("EyeLike", [SAMPLER + "zeros"], [SAMPLER + "eye"]),
+                          helper.make_node("Sub", [const("one", np.ones(1, np.float32)), cfg], [SAMPLER + "uncond_weight"]),
+                          helper.make_node("Mul", [SAMPLER + "eye", cfg], [SAMPLER + "cond_part"]),
+                          helper.make_node("Mul", [SAMPLER + "eye", SAMPLER + "uncond_weight"], [SAMPLER + "uncond_part"]),
+                          helper.make_node("Concat", [SAMPLER + "cond_part", SAMPLER + "uncond_part"], [SAMPLER + "guide"], axis=1)]
+            tag = add_node.output[0]
+            add[id(add_node)] = [
+                helper.make_node("MatMul", [SAMPLER + "guide", c_slice.input[0]], [f"{tag}/guided"], name=f"{SAMPLER}{tag}/guided"),
+                helper.make_node("Split", [f"{tag}/guided"], [tag, f"{tag}/mixed_v"], axis=1, name=f"{SAMPLER}{tag}/split")]
+            drop.update(id(n) for n in (c_slice, u_slice, sub, mul, add_node))
+            saved += 3
+        for min_node in body.node:
+            max_node = next((n for n in body.node if n.op_type == "Max" and n.input[0] == min_node.output[0]), None)
+            if min_node.op_type != "Min" or max_node is None or min_node.input[1] in made or max_node.input[1] in made \
+                    or reads.get(min_node.output[0]) != 1:
+                continue
+            lo, hi = (SAMPLER + "clip_" + k for k in ("lo", "hi"))
+            if not any(n.output[0] == lo for n in outer):
+                axes = const("axis0", np.zeros(1, np.int64))
+                outer += [helper.make_node("Squeeze", [max_node.input[1], axes], [lo]),
+                          helper.make_node("Squeeze", [min_node.input[1], axes], [hi])]
+            add[id(max_node)] = [helper.make_node("Clip", [min_node.input[0], lo, hi], list(max_node.output),
+                                                  name=f"{SAMPLER}{max_node.output[0]}/clip")]
+            drop.update((id(min_node), id(max_node)))
+            saved += 1 if body.name.startswith("step_g") else 0
+        nodes = []
+        for n in body.node:
+            nodes.extend(add.get(id(n), []))
+            if id(n) not in drop:
+                nodes.append(n)
+        del body.node[:]
+        body.node.extend(nodes)
+    if outer:  # before the If that reads them
+        at = next(i for i, n in enumerate(g.node) if n.op_type == "If")
+        nodes = list(g.node[:at]) + outer + list(g.node[at:])
+        del g.node[:]
+        g.node.extend(nodes)
+    return saved

@@ -24,8 +24,9 @@ reads them as before; inside, the rules are torch.autocast's (what a MAR user ru
   timestep embedding), the mask arithmetic (ConstantOfShape, TopK, comparisons), and the fused
   head's sampler arithmetic (guidance, the posterior step, the noise): float64 in the fp32
   graph, as the Go sampler computes it; float32 here, as MAR's own code computes it, with the
-  graph's float64 inputs and outputs cast once per call (half_head.py, which also writes a
-  norm the exporter spelled out as seven nodes as one LayerNormalization);
+  graph's float64 inputs and outputs cast once per call, guidance one fp32 MatMul of the two
+  halves (half_head.py, which also writes a norm the exporter spelled out as seven nodes as one
+  LayerNormalization);
 - a weight with fewer than --min-dim input or output channels stays fp32 (the 16-dim token
   projections in, the 2D-wide final projection out: their compute is negligible while their
   error lands directly on the tokens or on epsilon); --keep names more MatMul/Gemm to keep.
@@ -153,6 +154,8 @@ class Converter:
         and --keep not naming it; a product of two activations always does."""
         w = node.input[1]
         label = node.name or node.output[0]
+        if label.startswith(half_head.SAMPLER):  # the fused head's guidance: sampler arithmetic, fp32
+            return False
         if self.keep and self.keep.search(label):
             self.kept.append(label)
             return False
@@ -349,9 +352,11 @@ def main(argv):
         norms = half_head.fuse_norms(model)
         loop = [o.name for o in model.graph.output] == half_head.LOOP_OUTPUTS
         casts = half_head.float_sampler(model) if loop else 0
+        leaner = half_head.lean_guidance(model) if loop else 0
         if norms or loop:
             print(f"{file}: {norms} decomposed LayerNorm(s) made one node" +
-                  (f"; sampler float32, {casts} Cast(s) dropped" if loop else ""))
+                  (f"; sampler float32, {casts} Cast(s) dropped; guidance and clipping {leaner} node(s) "
+                   "per guided step fewer" if loop else ""))
         lowered, kept, fp16_values = half_model(model, args.min_dim, keep)
         if args.cpu_check:
             checks[file] = cpu_check_model(model, fp16_values)  # a copy: model stays the fp16 graph
