@@ -11,7 +11,7 @@ exact form the Go sampler reproduces bit for bit; an fp16 graph is held to a tol
   coefficients as float32 tensors); the graph's float64 inputs and outputs are cast once per
   call, and the casts the float64 arithmetic needed at every step disappear.
 - lean_guidance: then guidance is one MatMul of the head's cond and uncond halves (kept fp32
-  by half_pack.py) and x0's clipping one Clip.
+  by half_pack.py).
 Needs only the onnx and numpy packages.
 """
 import numpy as np
@@ -223,8 +223,10 @@ SAMPLER = "sampler/"
 def lean_guidance(model):
     """In a float32 fused head: the guided body's eps = u + cfg (c - u), three Slices of the
     head's output and three nodes per step, becomes one MatMul by [diag(cfg), diag(1 - cfg)]
-    (made once per call from cfg) and one Split; and x0's clipping, Min then Max, becomes one
-    Clip. Returns the nodes per guided step it saved."""
+    (made once per call from cfg) and one Split. Returns the nodes per guided step it saved.
+    (x0's clipping stays Min then Max: ONNX Runtime's CUDA Clip has taken its bounds as
+    host-memory inputs in some versions, a copy inside every step that a captured CUDA graph
+    may not hold; one node is not worth that risk untested on a GPU.)"""
     g = model.graph
     cfg = "cfg/f32"
     if cfg not in {n.output[0] for n in g.node}:
@@ -277,20 +279,6 @@ def lean_guidance(model):
                 helper.make_node("Split", [f"{tag}/guided"], [tag, f"{tag}/mixed_v"], axis=1, name=f"{SAMPLER}{tag}/split")]
             drop.update(id(n) for n in (c_slice, u_slice, sub, mul, add_node))
             saved += 3
-        for min_node in body.node:
-            max_node = next((n for n in body.node if n.op_type == "Max" and n.input[0] == min_node.output[0]), None)
-            if min_node.op_type != "Min" or max_node is None or min_node.input[1] in made or max_node.input[1] in made \
-                    or reads.get(min_node.output[0]) != 1:
-                continue
-            lo, hi = (SAMPLER + "clip_" + k for k in ("lo", "hi"))
-            if not any(n.output[0] == lo for n in outer):
-                axes = const("axis0", np.zeros(1, np.int64))
-                outer += [helper.make_node("Squeeze", [max_node.input[1], axes], [lo]),
-                          helper.make_node("Squeeze", [min_node.input[1], axes], [hi])]
-            add[id(max_node)] = [helper.make_node("Clip", [min_node.input[0], lo, hi], list(max_node.output),
-                                                  name=f"{SAMPLER}{max_node.output[0]}/clip")]
-            drop.update((id(min_node), id(max_node)))
-            saved += 1 if body.name.startswith("step_g") else 0
         nodes = []
         for n in body.node:
             nodes.extend(add.get(id(n), []))

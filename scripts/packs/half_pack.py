@@ -355,8 +355,8 @@ def main(argv):
         leaner = half_head.lean_guidance(model) if loop else 0
         if norms or loop:
             print(f"{file}: {norms} decomposed LayerNorm(s) made one node" +
-                  (f"; sampler float32, {casts} Cast(s) dropped; guidance and clipping {leaner} node(s) "
-                   "per guided step fewer" if loop else ""))
+                  (f"; sampler float32, {casts} Cast(s) dropped; guidance {leaner} node(s) per guided step "
+                   "fewer" if loop else ""))
         lowered, kept, fp16_values = half_model(model, args.min_dim, keep)
         if args.cpu_check:
             checks[file] = cpu_check_model(model, fp16_values)  # a copy: model stays the fp16 graph
