@@ -18,13 +18,14 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+try:  # imported as packs.NAME, or run as a script from scripts/packs
+    from packs.quantize_pack import attr, subgraphs
+except ImportError:
+    from quantize_pack import attr, subgraphs
+
 F32, F64 = TensorProto.FLOAT, TensorProto.DOUBLE
 # The fused head's outputs (unroll_head.OUTPUTS): its float64 results.
 LOOP_OUTPUTS = ["x0", "last_mean", "half_log_var"]
-
-
-def subgraphs(node):
-    return [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
 
 
 def all_graphs(g):
@@ -32,13 +33,6 @@ def all_graphs(g):
     for n in g.node:
         for s in subgraphs(n):
             yield from all_graphs(s)
-
-
-def attr(node, name, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
 
 
 def constant_values(model):
