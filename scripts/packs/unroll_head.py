@@ -83,23 +83,23 @@ def inline_loop(loop, steps, suffix, ranks):
     for n in per_step:
         for i in n.input:
             readers.setdefault(i, []).append(n)
-    values = {}  # the Gather's output -> (its Split, that Split's outputs for every step)
+    precut = {}  # the Gather's output -> (its Split, that Split's outputs for every step)
     for n in per_step:
         if iter_name not in n.input or ranks.get(n.input[0]) != 2 or len(readers.get(n.output[0], [])) != 1:
             continue
         cut = readers[n.output[0]][0]
-        if cut.op_type == "Split" and list(cut.input) == [n.output[0]] and (gather_axis(cut) or 0) == 0:
+        if cut.op_type == "Split" and list(cut.input) == [n.output[0]] and gather_axis(cut) == 0:
             k = len(cut.output)
             pieces = [f"{n.input[0]}/value{i}{suffix}" for i in range(steps * k)]
             flat = f"{n.input[0]}/values{suffix}"
             nodes.append(helper.make_node("Reshape", [n.input[0], f"unrolled{suffix}/minus_one"], [flat]))
             nodes.append(helper.make_node("Split", [flat], pieces, axis=0))
-            values[n.output[0]] = (cut, [pieces[i * k:(i + 1) * k] for i in range(steps)])
-    if values:
+            precut[n.output[0]] = (cut, [pieces[i * k:(i + 1) * k] for i in range(steps)])
+    if precut:
         nodes.insert(0, helper.make_node("Constant", [], [f"unrolled{suffix}/minus_one"],
                                          value=numpy_helper.from_array(np.array([-1], np.int64))))
     for n in per_step:
-        if n.output[0] in values:
+        if n.output[0] in precut:
             continue
         if iter_name not in n.input:
             continue
@@ -120,11 +120,11 @@ def inline_loop(loop, steps, suffix, ranks):
         tag = f"@{suffix}{step}"
         names = {cond_name: true, **dict(zip(carried_in, carried))}
         for n in per_step:
-            if n.output[0] in values:  # step's values of the pre-cut tensor, for what its Split wrote
-                cut, per_step_values = values[n.output[0]]
+            if n.output[0] in precut:  # step's values of the pre-cut tensor, for what its Split wrote
+                cut, per_step_values = precut[n.output[0]]
                 names.update(zip(cut.output, per_step_values[step]))
                 continue
-            if any(n is cut for cut, _ in values.values()):
+            if any(n is cut for cut, _ in precut.values()):
                 continue
             if iter_name in n.input:
                 if n.input[0] in squeezed:
