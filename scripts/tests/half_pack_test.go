@@ -26,10 +26,15 @@ import (
 //     rounding error into the later steps, so this is looser than one call;
 //   - halfTokenTolerance: RMS(fp16 - fp32) / RMS(fp32) of a random MAR-layout pack's generated
 //     tokens (no image worth comparing: its decoder is random too).
+//   - halfSamplerTolerance: the same, the fp16 fused head against the per-step head of the same
+//     fp16 graphs (the float32 sampler against Go's float64 one). Set after measuring 7e-4 to
+//     2e-3 on the MAR-layout pack, against 0.035 for a guidance MatMul with the wrong weights,
+//     which halfTokenTolerance let through.
 const (
-	halfGraphTolerance = 0.01
-	halfImageTolerance = 2.0
-	halfTokenTolerance = 0.05
+	halfGraphTolerance   = 0.01
+	halfImageTolerance   = 2.0
+	halfTokenTolerance   = 0.05
+	halfSamplerTolerance = 0.01
 )
 
 // TestHalfPack makes the fp16 graphs of a copy of the embedded target (transformer, cached
@@ -196,6 +201,14 @@ for body in loop_weights.loop_bodies(m):
 			checkHalfRMS(t, c.name+": head output", out, outRef)
 		}
 		got := generate(t, m, opt)
+		// the fused head against the per-step head of the same graphs: they differ only in the
+		// sampler (float32 and one guidance MatMul inside the graph, float64 in Go)
+		perStep := generate(t, openWithHeadLoop(t, c.dir, "off"), opt)
+		for i := range perStep {
+			if rel := relRMS(got[i].Tokens, perStep[i].Tokens); rel > halfSamplerTolerance {
+				t.Errorf("%s: image %d, fused against per-step head: tokens relative RMS %.4g, want under %g", c.name, i, rel, halfSamplerTolerance)
+			}
+		}
 		if sessions := m.Head.(*mar.ONNXHead).UnrolledSessions(); (len(sessions) > 0) != c.unrolled {
 			t.Errorf("%s: unrolled sessions %q", c.name, sessions)
 		}
