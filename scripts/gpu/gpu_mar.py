@@ -16,7 +16,7 @@ reach is listed as not measured):
   ratio-b64      the same at batch 64
   parity         fp16 against fp32 images (same seed, fused head), and the CUDA graph replay
                  against the same head without it, against PARITY_* below
-  kernels        the unrolled fp16 and fp32 heads as ONNX Runtime runs them, after its own fusions
+  kernels        the unrolled fp16 head (fp32 on the CPU) as ONNX Runtime runs it, after its own fusions
                  (MARSPEC_ORT_OPTIMIZED_DIR): nodes per diffusion step by op type, the kernels a
                  step launches (the pack tools count nodes before those fusions)
   head-kinds     marspec fp16 fused head as the unrolled graph without replay and as the rolled
@@ -304,7 +304,7 @@ class Run:
 
     def stage_kernels(self):
         a = self.args
-        for precision in (self.fast(),) if a.device == "cpu" else PRECISIONS:
+        for precision in (self.fast(),):  # every session writes its weights again: the fastest rows' graphs only
             def fn(precision=precision):
                 self.need_marspec(precision)
                 folder = os.path.join(self.work, f"optimized-{precision}")
