@@ -381,24 +381,27 @@ class Skip(Exception):
 
 
 def count_kernels(folder, steps):
-    """Nodes of each unrolled head session ONNX Runtime wrote to folder after optimising it
-    (inputs x_T and noise, no Loop or If): in all, and per diffusion step by op type (the
-    once-per-call part counted in, a fraction of a node per step at 100 steps)."""
+    """Nodes of each session ONNX Runtime wrote to folder after optimising it: of each unrolled
+    head (inputs x_T and noise, no Loop or If) in all and per diffusion step by op type (the
+    once-per-call part counted in, a fraction of a node per step at 100 steps), and of each
+    transformer (inputs tokens and mask) per pass."""
     import onnx  # the pack tools need it anyway
-    heads = []
+    heads, transformers = [], []
     for name in sorted(n for n in os.listdir(folder) if n.endswith(".onnx")):
         g = onnx.load(os.path.join(folder, name), load_external_data=False).graph
-        if not {"x_T", "noise"} <= {i.name for i in g.input} or any(n.op_type in ("Loop", "If") for n in g.node):
-            continue
+        inputs = {i.name for i in g.input}
         ops = {}
         for n in g.node:
             ops[n.op_type] = ops.get(n.op_type, 0) + 1
         top = sorted(ops.items(), key=lambda kv: -kv[1])
-        heads.append({"session": name, "nodes": len(g.node), "per_step": round(len(g.node) / steps, 1),
-                      "ops_per_step": {op: round(c / steps, 2) for op, c in top}})
+        if {"x_T", "noise"} <= inputs and not any(n.op_type in ("Loop", "If") for n in g.node):
+            heads.append({"session": name, "nodes": len(g.node), "per_step": round(len(g.node) / steps, 1),
+                          "ops_per_step": {op: round(c / steps, 2) for op, c in top}})
+        elif {"tokens", "mask"} <= inputs:  # the decoder reads tokens alone
+            transformers.append({"session": name, "nodes": len(g.node), "ops": dict(top)})
     if not heads:
         raise RuntimeError(f"no unrolled head session among the optimised graphs in {folder}: {sorted(os.listdir(folder))}")
-    return {"steps": steps, "heads": heads}
+    return {"steps": steps, "heads": heads, "transformers": transformers}
 
 
 def compare_folders(a, b):

@@ -164,6 +164,10 @@ def kernel_lines(run):
         L.append(f"- {precision}: " + cell(rec, lambda st: "; ".join(
             f"{h['session']} {h['per_step']:g} per step (" + ", ".join(f"{op} {c:g}" for op, c in list(h["ops_per_step"].items())[:10]) + ")"
             for h in st["heads"])))
+        if rec.get("stats", {}).get("transformers"):
+            L.append(f"- {precision}, the transformer per pass: " + "; ".join(
+                f"{x['session']} {x['nodes']} nodes (" + ", ".join(f"{op} {c}" for op, c in list(x["ops"].items())[:8]) + ")"
+                for x in rec["stats"]["transformers"]))
     return L
 
 

@@ -105,16 +105,19 @@ func TestGPUMarTiny(t *testing.T) {
 			t.Errorf("%s: two head paths that agree: %+v (%s)", key, check, r.Stats)
 		}
 	}
-	// the unrolled head as ONNX Runtime runs it: one session per row count the generation
-	// called, each with nodes to count (fp16 is refused on the CPU, so fp32 only there)
+	// the unrolled head and the transformer as ONNX Runtime runs them: a head session per row
+	// count the generation called, each with nodes to count (fp32 on the CPU, which refuses fp16)
 	var kernels struct {
 		Heads []struct {
 			Nodes   int     `json:"nodes"`
 			PerStep float64 `json:"per_step"`
 		} `json:"heads"`
+		Transformers []struct {
+			Nodes int `json:"nodes"`
+		} `json:"transformers"`
 	}
 	if r := recs["kernels/fp32"]; r.Stats == nil || json.Unmarshal(r.Stats, &kernels) != nil || len(kernels.Heads) == 0 ||
-		kernels.Heads[0].Nodes < 5*20 || kernels.Heads[0].PerStep <= 0 {
+		kernels.Heads[0].Nodes < 5*20 || kernels.Heads[0].PerStep <= 0 || len(kernels.Transformers) == 0 || kernels.Transformers[0].Nodes == 0 {
 		t.Errorf("kernels/fp32: want the unrolled head's optimised sessions counted: %+v (%s)", r, r.Stats)
 	}
 	if r := recs["energy-head"]; r.Skipped == "" {
