@@ -1,7 +1,8 @@
 """Add fp16 variants of a pack's transformer and head graphs, for the CUDA provider
 (docs/gpu.md, "Half precision"; docs/model-pack.md, "precisions").
 
-  /usr/bin/python3 scripts/packs/half_pack.py PACK [--out DIR] [--min-dim 64] [--keep REGEX] [--cpu-check DIR]
+  /usr/bin/python3 scripts/packs/half_pack.py PACK [--out DIR] [--min-dim 64] [--keep REGEX] [--head-stream fp32|fp16]
+                                               [--cpu-check DIR]
 
 Without --out the variants are written into PACK; with --out, PACK is copied to DIR first
 (DIR must not exist) and PACK is left alone. For transformer.onnx, head.onnx, the fused head
@@ -29,7 +30,11 @@ reads them as before; inside, the rules are torch.autocast's (what a MAR user ru
   LayerNormalization);
 - a weight with fewer than --min-dim input or output channels stays fp32 (the 16-dim token
   projections in, the 2D-wide final projection out: their compute is negligible while their
-  error lands directly on the tokens or on epsilon); --keep names more MatMul/Gemm to keep.
+  error lands directly on the tokens or on epsilon); --keep names more MatMul/Gemm to keep;
+- --head-stream fp16 (for a trained head) makes the head's residual stream fp16, as autocast
+  has it: there only few output channels keep a weight fp32, so the 16-wide input projection
+  runs in fp16, and a LayerNorm of an fp16 value reads and writes fp16 (fp32 inside). A
+  random-weight head's x_t outgrows fp16's range, hence not the default.
 A Cast is inserted wherever a value crosses from one precision to the other (once per value).
 
 --cpu-check DIR writes to DIR (which must not exist) a copy of the pack whose own graphs are a
@@ -56,10 +61,10 @@ import onnx
 
 try:  # imported as packs.NAME, or run as a script from scripts/packs
     from packs import half_head
-    from packs.quantize_pack import attr, write_variants
+    from packs.quantize_pack import attr, graph_files, write_variants
 except ImportError:
     import half_head
-    from quantize_pack import attr, write_variants
+    from quantize_pack import attr, graph_files, write_variants
 from onnx import TensorProto, helper, numpy_helper
 
 PRECISION = "fp16"
@@ -129,8 +134,9 @@ class Scope:
 
 
 class Converter:
-    def __init__(self, model, min_dim, keep):
+    def __init__(self, model, min_dim, keep, fp16_stream=False):
         self.model, self.main = model, model.graph
+        self.fp16_stream = fp16_stream
         self.types = original_types(model)
         self.min_dim, self.keep = min_dim, keep
         self.weights = {i.name: i for i in self.main.initializer}
@@ -160,7 +166,9 @@ class Converter:
             self.kept.append(label)
             return False
         if w in self.weights and len(self.weights[w].dims) == 2:
-            if min(self.weights[w].dims) < self.min_dim:
+            dims = self.weights[w].dims
+            outputs = dims[0] if node.op_type == "Gemm" and attr(node, "transB") else dims[1]
+            if (outputs if self.fp16_stream else min(dims)) < self.min_dim:
                 self.kept.append(label)
                 return False
         self.lowered.append(label)
@@ -218,6 +226,12 @@ class Converter:
                 continue
             if node.op_type in ("MatMul", "Gemm") and floats and self.lowered_matmul(node):
                 want = F16
+            elif self.fp16_stream and node.op_type == "LayerNormalization" and scope.lookup(node.input[0])[0][1] == F16:
+                # autocast casts an fp16 input up and normalises in fp32: LayerNormalization does
+                # that inside (stash_type 1) and hands its unit-scale result on in fp16
+                want = F16
+                if attr(node, "stash_type") is None:
+                    node.attribute.append(helper.make_attribute("stash_type", 1))
             elif node.op_type in FOLLOW and floats:
                 # constants and LayerNorm outputs (unit scale, rounded to fp16 before a MatMul in
                 # any case) follow the others: AdaLN's modulation of a norm by fp16 shift and
@@ -270,9 +284,12 @@ class Converter:
         self.main.initializer.extend(kept)
 
 
-def half_model(model, min_dim=64, keep=None):
-    """Converts model in place; returns (lowered MatMul/Gemm, kept fp32, fp16 value names)."""
-    c = Converter(model, min_dim, keep)
+def half_model(model, min_dim=64, keep=None, fp16_stream=False):
+    """Converts model in place; returns (lowered MatMul/Gemm, kept fp32, fp16 value names).
+    fp16_stream (--head-stream fp16, for a head): only few output channels keep a weight fp32,
+    so a narrow input projection runs in fp16 and the residual stream after it is fp16, and a
+    LayerNorm of an fp16 value reads and writes fp16."""
+    c = Converter(model, min_dim, keep, fp16_stream)
     c.graph(model.graph, Scope())
     c.drop_unused()
     model.producer_name = "marspec half_pack.py"
@@ -336,6 +353,9 @@ def main(argv):
     ap.add_argument("--out", help="copy the pack here first (must not exist); default: write into PACK")
     ap.add_argument("--min-dim", type=int, default=64, help="keep weights with fewer input or output channels fp32")
     ap.add_argument("--keep", help="regular expression: MatMul/Gemm node names to keep fp32")
+    ap.add_argument("--head-stream", choices=("fp32", "fp16"), default="fp32",
+                    help="the head's residual stream: fp32 (any head) or fp16 (a trained head: as MAR's own training and "
+                         "evaluation run it under fp16 autocast; two Casts fewer per block and diffusion step)")
     ap.add_argument("--cpu-check", metavar="DIR", help="also write DIR (must not exist): the pack with the CPU emulation of its fp16 graphs as its own graphs, for tests")
     args = ap.parse_args(argv)
     pack = args.pack
@@ -347,6 +367,8 @@ def main(argv):
         pack = args.out
     keep = re.compile(args.keep) if args.keep else None
     checks = {}
+    with open(os.path.join(pack, "manifest.json")) as f:
+        files = graph_files(json.load(f))
 
     def convert(file, model):
         norms = half_head.fuse_norms(model)
@@ -357,12 +379,14 @@ def main(argv):
             print(f"{file}: {norms} decomposed LayerNorm(s) made one node" +
                   (f"; sampler float32, {casts} Cast(s) dropped; guidance {leaner} node(s) per guided step "
                    "fewer" if loop else ""))
-        lowered, kept, fp16_values = half_model(model, args.min_dim, keep)
+        stream = args.head_stream == "fp16" and file in (files.get("head"), files.get("head_loop"))
+        lowered, kept, fp16_values = half_model(model, args.min_dim, keep, fp16_stream=stream)
         if args.cpu_check:
             checks[file] = cpu_check_model(model, fp16_values)  # a copy: model stays the fp16 graph
         return lowered, kept
 
-    manifest = write_variants(pack, PRECISION, SCHEME, args.min_dim, convert)
+    scheme = SCHEME + ("; the head's residual stream fp16 (--head-stream fp16)" if args.head_stream == "fp16" else "")
+    manifest = write_variants(pack, PRECISION, scheme, args.min_dim, convert)
     if args.cpu_check:
         write_cpu_check(pack, manifest, checks, args.cpu_check)
 

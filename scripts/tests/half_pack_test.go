@@ -296,3 +296,62 @@ func meanAbsPixelDiff(a, b []uint8) float64 {
 	}
 	return sum / float64(len(a))
 }
+
+// TestHalfPackHeadStream converts the embedded target (a trained head) with --head-stream fp16:
+// its head's input projection turns fp16 and with it the residual stream, so every LayerNorm in
+// the fused head's loop bodies reads fp16, the manifest's scheme says so, and whole images of
+// the emulation (per-step unguided; guided through the fused head with the cache) stay within
+// halfImageTolerance of the fp32 images. (A random-weight head drives x_t past fp16's range:
+// docs/gpu.md, "Half precision"; so this runs on a trained one.)
+func TestHalfPackHeadStream(t *testing.T) {
+	needTorch(t)
+	lib := ortLib(t)
+	dir := t.TempDir()
+	pack, check := filepath.Join(dir, "pack"), filepath.Join(dir, "check")
+	halfPack(t, filepath.Join(repoRoot, "models", "target"), "--out", pack, "--head-stream", "fp16", "--cpu-check", check)
+	man, err := mar.LoadManifest(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(man.Precisions[mar.FP16].Quantization), "residual stream fp16") {
+		t.Errorf("fp16 scheme %s: want the head's residual stream named", man.Precisions[mar.FP16].Quantization)
+	}
+	out, err := exec.Command(python, "-c", `
+import sys, onnx
+sys.path.insert(0, sys.argv[2])
+import loop_weights
+m = onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1]))
+for body in loop_weights.loop_bodies(m):
+    types = {v.name: v.type.tensor_type.elem_type for v in list(body.value_info) + list(body.input)}
+    norms = [n.input[0] for n in body.node if n.op_type == "LayerNormalization"]
+    wide = [x for x in norms if types.get(x) != onnx.TensorProto.FLOAT16]
+    assert norms and not wide, (body.name, "LayerNorm inputs not fp16:", wide)
+    print(body.name, len(body.node), "nodes,", sum(n.op_type == "Cast" for n in body.node), "Casts")
+`, filepath.Join(pack, "head_loop.fp16.onnx"), filepath.Join(repoRoot, "scripts", "packs")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("head_loop.fp16.onnx's loop bodies: %v\n%s", err, out)
+	}
+	t.Logf("head_loop.fp16.onnx:\n%s", out)
+	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		loop string
+		opt  mar.Options
+	}{
+		{"off", mar.Options{Seed: 3, CFG: 1, Temperature: 1, NumIter: 8}},
+		{"on", mar.Options{Seed: 5, CFG: 3, CFGSchedule: "linear", Temperature: 0.9, NumIter: 12,
+			Cache: mar.CacheSettings{On: true, FullSteps: 3, RefreshEvery: 4, Recompute: 3, ReuseCFG: true}}},
+	} {
+		want := generate(t, openWithHeadLoop(t, pack, c.loop), c.opt)
+		got := generate(t, openWithHeadLoop(t, check, c.loop), c.opt)
+		for i := range want {
+			d, rel := meanAbsPixelDiff(got[i].Pixels, want[i].Pixels), relRMS(got[i].Tokens, want[i].Tokens)
+			t.Logf("head loop %s, image %d: mean |pixel difference| %.3f grey levels, tokens relative RMS %.4f", c.loop, i, d, rel)
+			if d > halfImageTolerance || rel < minRelRMS || math.IsInf(rel, 1) {
+				t.Errorf("head loop %s, image %d: mean |pixel difference| %.3g, want under %g (tokens relative RMS %.3g)",
+					c.loop, i, d, halfImageTolerance, rel)
+			}
+		}
+	}
+}
