@@ -16,6 +16,8 @@ reach is listed as not measured):
   ratio-b64      the same at batch 64
   parity         fp16 against fp32 images (same seed, fused head), and the CUDA graph replay
                  against the same head without it, against PARITY_* below
+  parity-trained fp16 against fp32 images of the embedded target, a trained head (random MAR-B's
+                 tokens outgrow any meaning), with the head's residual stream fp32 and fp16
   kernels        the unrolled fp16 head (fp32 on the CPU) as ONNX Runtime runs it, after its own fusions
                  (MARSPEC_ORT_OPTIMIZED_DIR): nodes per diffusion step by op type, the kernels a
                  step launches (the pack tools count nodes before those fusions)
@@ -70,7 +72,7 @@ PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE = 2.0, 8, 0.99
 # (name, budget in seconds on an H100/H200): the order is the priority
 # (the run of 2026-11-27 on an H200: the ratio rows ran the cache, whose K/V cross the host at
 # every call, 60% of a generation there; and 35 s did not hold two generations for parity)
-STAGES = [("pack", 120), ("ratio-b8", 90), ("ratio-b64", 110), ("parity", 75), ("kernels", 40), ("head-kinds", 80), ("cache", 50),
+STAGES = [("pack", 120), ("ratio-b8", 90), ("ratio-b64", 110), ("parity", 75), ("parity-trained", 45), ("kernels", 40), ("head-kinds", 80), ("cache", 50),
           ("fp32", 60), ("official-fp32", 70), ("per-step", 60), ("batch-1", 60), ("energy-head", 0)]  # energy-head: whatever is left
 # head -> (bench flags, environment): "fused" is the unrolled graph where the pack has one for
 # the run's steps (the pack stage makes it), "rolled" the ONNX Loop, "graph" the unrolled graph
@@ -302,6 +304,40 @@ class Run:
             self.measure("parity/check-fused-vs-per-step", lambda: {"stats": compare_folders(
                 images("fp32", fused), images("fp32", {"MARSPEC_HEAD_LOOP": "off"}))})
 
+    def stage_parity_trained(self):
+        """fp16 against fp32 on the embedded target, a trained head (its fused head unrolled, as a
+        GPU runs it by default): random MAR-B's tokens reach 1.7e5 (its eps does not predict the
+        noise), so its images say little about fp16 on a real checkpoint. With the head's
+        residual stream fp32 (the default) and fp16 (half_pack.py --head-stream fp16)."""
+        a = self.args
+
+        def pack(stream):
+            out = os.path.join(self.work, f"target-fp16-stream-{stream}")
+            if not os.path.exists(os.path.join(out, "manifest.json")):
+                py = {"PYTHONWARNINGS": "ignore"}
+                self.command([a.python, os.path.join(SCRIPTS, "packs", "half_pack.py"), os.path.join(ROOT, "models", "target"),
+                              "--out", out, "--head-stream", stream], py)
+                self.command([a.python, os.path.join(SCRIPTS, "packs", "unroll_head.py"), out], py)
+            return out
+
+        def images(p, precision):
+            out = os.path.join(self.work, f"trained-{os.path.basename(p)}-{precision}")
+            if not os.path.exists(out):
+                self.marspec(["generate", "--model", p, "--class", "0,1,2,3,4,5,6,7", "--n", "1", "--batch", "8", "--cfg", "3",
+                              "--seed", "5", "--precision", precision, "--json", "--quiet", "--grid", "none", "--out", out],
+                             {"MARSPEC_HEAD_LOOP": "on", **UNROLLED})  # as a GPU runs it by default; the CPU too here
+            return out
+
+        for stream in ("fp32", "fp16"):
+            def fn(stream=stream):
+                self.need_marspec("fp16")
+                reference = images(pack("fp32"), "fp32")  # the fp32 graphs are the same in both packs
+                return {"stats": compare_folders(reference, images(pack(stream), "fp16"))}
+            self.measure(f"parity/trained-fp16-vs-fp32/stream-{stream}", fn)
+        if a.tiny:  # the packs, the images and the comparison, where fp16 cannot run: fp32 of both packs
+            self.measure("parity/check-trained-packs", lambda: {"stats": compare_folders(
+                images(pack("fp32"), "fp32"), images(pack("fp16"), "fp32"))})
+
     def stage_kernels(self):
         a = self.args
         precision = self.fast()  # every session opened writes its weights again: the fastest rows' graphs only
@@ -341,6 +377,7 @@ class Run:
             "ratio-b8": lambda: self.ratio_rows(b8),
             "ratio-b64": lambda: self.ratio_rows(b64),
             "parity": self.stage_parity,
+            "parity-trained": self.stage_parity_trained,
             "kernels": self.stage_kernels,
             "head-kinds": lambda: [self.marspec_row(self.fast(), h, b) for b in (b8, b64) for h in ("fused", "rolled")],
             "cache": lambda: [self.marspec_row(self.fast(), "graph+cache", b) for b in (b8, b64)],

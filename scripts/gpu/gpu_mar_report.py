@@ -143,10 +143,13 @@ def parity_lines(run):
          f"image a mean |difference| of at most {PARITY_MEAN_LEVELS:g} grey levels of 255 and {PARITY_SHARE:.0%} of pixels "
          f"within {PARITY_PIXEL_LEVELS} levels:", ""]
     labels = {"parity/fp16-vs-fp32": "fp16 vs fp32",
+              "parity/trained-fp16-vs-fp32/stream-fp32": "fp16 vs fp32 on the embedded target, a trained head (8 classes, cfg 3)",
+              "parity/trained-fp16-vs-fp32/stream-fp16": "the same with the head's residual stream fp16 (`half_pack.py --head-stream fp16`)",
               "parity/graph-vs-plain": f"the fused head replayed as CUDA graphs vs not ({run.fast()})",
-              "parity/check-fused-vs-per-step": "check of the comparison: fp32 fused vs per-step head"}
+              "parity/check-fused-vs-per-step": "check of the comparison: fp32 fused vs per-step head",
+              "parity/check-trained-packs": "check of the trained-head packs: fp32 images of both"}
     for k, label in labels.items():
-        if k.endswith("per-step") and not run.args.tiny:
+        if "/check-" in k and not run.args.tiny:
             continue
         L.append(f"- {label}: " + cell(res.get(k), lambda st: (
             f"{st['within']} of {st['images']} images within tolerance; worst mean |difference| {st['worst_mean']:.3f} "

@@ -213,7 +213,8 @@ def unroll(model, steps, guided):
     for src, dst in zip(branch.output, ifs[0].output):
         nodes.append(helper.make_node("Identity", [src.name], [dst]))
     nodes += after
-    initializers = list(g.initializer) + list(branch.initializer) + body_inits
+    # a weight the outer graph and the loop body both read is in both (loop_weights.py): once here
+    initializers = list({t.name: t for t in list(g.initializer) + list(branch.initializer) + body_inits}.values())
     nodes, initializers = drop_unused(nodes, initializers, OUTPUTS)
 
     halves = 2 if guided else 1

@@ -21,7 +21,7 @@ type marRecord struct {
 
 // The stages of issue 40's device script, in its order; a stage that disappears from the
 // script (or is renamed) fails TestGPUMarTiny.
-var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "energy-head"}
+var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "parity-trained", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "energy-head"}
 
 // Issue 40's device script (scripts/gpu/gpu_mar.py, the default of gpu_bench.sh) at tiny sizes
 // on the CPU: every stage must run and every row of its matrix (official fp32 and bf16
@@ -96,12 +96,14 @@ func TestGPUMarTiny(t *testing.T) {
 			t.Errorf("%s: unrolled sessions %q, want some: %v", key, s.Sessions, want)
 		}
 	}
-	if r := recs["parity/fp16-vs-fp32"]; !strings.Contains(r.Skipped, "refused on the CPU") {
-		t.Errorf("fp16 parity: %+v", r)
+	for _, key := range []string{"parity/fp16-vs-fp32", "parity/trained-fp16-vs-fp32/stream-fp32", "parity/trained-fp16-vs-fp32/stream-fp16"} {
+		if r := recs[key]; !strings.Contains(r.Skipped, "refused on the CPU") {
+			t.Errorf("%s: %+v", key, r)
+		}
 	}
-	for _, key := range []string{"parity/check-fused-vs-per-step", "parity/graph-vs-plain"} {
+	for key, images := range map[string]int{"parity/check-fused-vs-per-step": 2, "parity/graph-vs-plain": 2, "parity/check-trained-packs": 8} {
 		var check struct{ Images, Within int }
-		if r := recs[key]; r.Stats == nil || json.Unmarshal(r.Stats, &check) != nil || check.Images != 2 || check.Within != 2 {
+		if r := recs[key]; r.Stats == nil || json.Unmarshal(r.Stats, &check) != nil || check.Images != images || check.Within != images {
 			t.Errorf("%s: two head paths that agree: %+v (%s)", key, check, r.Stats)
 		}
 	}

@@ -139,3 +139,39 @@ func TestUnrolledHeadOnMARLayout(t *testing.T) {
 		t.Fatalf("bench --parts warmed up into sessions %q, want the timed round's %q", report.UnrolledSessions, prepared)
 	}
 }
+
+// TestUnrolledHeadEmbeddedInt8: the embedded target's int8 fused head reads a weight in its
+// outer graph and in its loop bodies both (loop_weights.py keeps one there too), which
+// unroll_head.py once wrote twice into the unrolled graph (a name ONNX refuses twice). Unrolled
+// for its 50 steps, its int8 images are the rolled loop's, token for token.
+func TestUnrolledHeadEmbeddedInt8(t *testing.T) {
+	needTorch(t)
+	lib := ortLib(t)
+	pack := filepath.Join(t.TempDir(), "target")
+	copyTree(t, filepath.Join(repoRoot, "models", "target"), pack)
+	cmd := exec.Command(python, tool("packs", "unroll_head.py"), pack, "--steps", "50")
+	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("unroll_head.py: %v\n%s", err, out)
+	}
+	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
+		t.Fatal(err)
+	}
+	opt := mar.Options{Seed: 9, CFG: 3, CFGSchedule: "linear", Temperature: 1, NumIter: 6, Steps: 50}
+	t.Setenv("MARSPEC_HEAD_LOOP", "on")
+	images := map[string][]mar.Image{}
+	for _, unrolled := range []string{"off", "on"} {
+		t.Setenv("MARSPEC_HEAD_UNROLLED", unrolled)
+		m := openAt(t, pack, mar.Int8)
+		t.Cleanup(func() { m.Head.(*mar.ONNXHead).Close() })
+		images[unrolled] = generate(t, m, opt)
+		if sessions := m.Head.(*mar.ONNXHead).UnrolledSessions(); (len(sessions) > 0) != (unrolled == "on") {
+			t.Fatalf("unrolled %s: sessions %q", unrolled, sessions)
+		}
+	}
+	for i := range images["off"] {
+		if !slices.Equal(images["on"][i].Tokens, images["off"][i].Tokens) {
+			t.Errorf("image %d: the unrolled int8 head's tokens differ from the rolled loop's", i)
+		}
+	}
+}
