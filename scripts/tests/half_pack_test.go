@@ -97,26 +97,7 @@ func TestHalfPack(t *testing.T) {
 		checkHalfRMS(t, c.name+": head output", out, outRef)
 	}
 
-	for _, c := range []struct {
-		loop string
-		opt  mar.Options
-	}{
-		{"off", mar.Options{Seed: 3, CFG: 1, Temperature: 1, NumIter: 8}},
-		{"on", mar.Options{Seed: 5, CFG: 3, CFGSchedule: "linear", Temperature: 0.9, NumIter: 12,
-			Cache: mar.CacheSettings{On: true, FullSteps: 3, RefreshEvery: 4, Recompute: 3, ReuseCFG: true}}},
-	} {
-		want := generate(t, openWithHeadLoop(t, pack, c.loop), c.opt)
-		got := generate(t, openWithHeadLoop(t, check, c.loop), c.opt)
-		for i := range want {
-			d := meanAbsPixelDiff(got[i].Pixels, want[i].Pixels)
-			t.Logf("head loop %s, cache %v, image %d: mean |pixel difference| %.3f grey levels, tokens relative RMS %.4f",
-				c.loop, c.opt.Cache.On, i, d, relRMS(got[i].Tokens, want[i].Tokens))
-			if rel := relRMS(got[i].Tokens, want[i].Tokens); d > halfImageTolerance || rel < minRelRMS || math.IsInf(rel, 1) {
-				t.Errorf("head loop %s, cache %v, image %d: mean |pixel difference| %.3g, want under %g (and tokens not identical)",
-					c.loop, c.opt.Cache.On, i, d, halfImageTolerance)
-			}
-		}
-	}
+	checkEmulatedImages(t, pack, check)
 }
 
 // TestHalfPackMARLayout converts a random pack of MAR-B's layout (make_random_packs.py's
@@ -132,23 +113,13 @@ func TestHalfPackMARLayout(t *testing.T) {
 	lib := ortLib(t)
 	pack, check := randomPack(t, "ci_target", ""), filepath.Join(t.TempDir(), "check")
 	halfPack(t, pack, "--min-dim", "32", "--keep", "final_layer/linear", "--cpu-check", check)
-	out, err := exec.Command(python, "-c", `
-import sys, onnx
-sys.path.insert(0, sys.argv[2])
-import loop_weights
-m = onnx.load(sys.argv[1], load_external_data=False)
-for body in loop_weights.loop_bodies(m):
+	checkLoopBodies(t, pack, `
     doubles = [v.name for v in list(body.input) + list(body.output) if v.type.tensor_type.elem_type == onnx.TensorProto.DOUBLE]
     doubles += [n.name or n.output[0] for n in body.node if n.op_type == "Cast" and n.attribute[0].i == onnx.TensorProto.DOUBLE]
     assert not doubles, (body.name, "float64:", doubles)
     norms = [n.name for n in body.node if n.op_type in ("ReduceMean", "Pow", "Sqrt")]
     assert not norms, (body.name, "a norm written out:", norms)
-    print(body.name, len(body.node), "nodes,", sum(n.op_type == "Cast" for n in body.node), "Casts")
-`, filepath.Join(pack, "head_loop.fp16.onnx"), filepath.Join(repoRoot, "scripts", "packs")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("head_loop.fp16.onnx's loop bodies: %v\n%s", err, out)
-	}
-	t.Logf("head_loop.fp16.onnx:\n%s", out)
+`)
 	man, err := mar.LoadManifest(pack)
 	if err != nil {
 		t.Fatal(err)
@@ -316,25 +287,23 @@ func TestHalfPackHeadStream(t *testing.T) {
 	if !strings.Contains(string(man.Precisions[mar.FP16].Quantization), "residual stream fp16") {
 		t.Errorf("fp16 scheme %s: want the head's residual stream named", man.Precisions[mar.FP16].Quantization)
 	}
-	out, err := exec.Command(python, "-c", `
-import sys, onnx
-sys.path.insert(0, sys.argv[2])
-import loop_weights
-m = onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1]))
-for body in loop_weights.loop_bodies(m):
+	checkLoopBodies(t, pack, `
     types = {v.name: v.type.tensor_type.elem_type for v in list(body.value_info) + list(body.input)}
     norms = [n.input[0] for n in body.node if n.op_type == "LayerNormalization"]
     wide = [x for x in norms if types.get(x) != onnx.TensorProto.FLOAT16]
     assert norms and not wide, (body.name, "LayerNorm inputs not fp16:", wide)
-    print(body.name, len(body.node), "nodes,", sum(n.op_type == "Cast" for n in body.node), "Casts")
-`, filepath.Join(pack, "head_loop.fp16.onnx"), filepath.Join(repoRoot, "scripts", "packs")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("head_loop.fp16.onnx's loop bodies: %v\n%s", err, out)
-	}
-	t.Logf("head_loop.fp16.onnx:\n%s", out)
+`)
 	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
 		t.Fatal(err)
 	}
+	checkEmulatedImages(t, pack, check)
+}
+
+// checkEmulatedImages compares whole images of pack's fp32 graphs with those of check, the
+// emulation of its fp16 graphs (half_pack.py --cpu-check): per-step unguided, and guided
+// through the fused head with the cache, within halfImageTolerance and not identical.
+func checkEmulatedImages(t *testing.T, pack, check string) {
+	t.Helper()
 	for _, c := range []struct {
 		loop string
 		opt  mar.Options
@@ -347,11 +316,29 @@ for body in loop_weights.loop_bodies(m):
 		got := generate(t, openWithHeadLoop(t, check, c.loop), c.opt)
 		for i := range want {
 			d, rel := meanAbsPixelDiff(got[i].Pixels, want[i].Pixels), relRMS(got[i].Tokens, want[i].Tokens)
-			t.Logf("head loop %s, image %d: mean |pixel difference| %.3f grey levels, tokens relative RMS %.4f", c.loop, i, d, rel)
+			t.Logf("head loop %s, cache %v, image %d: mean |pixel difference| %.3f grey levels, tokens relative RMS %.4f",
+				c.loop, c.opt.Cache.On, i, d, rel)
 			if d > halfImageTolerance || rel < minRelRMS || math.IsInf(rel, 1) {
-				t.Errorf("head loop %s, image %d: mean |pixel difference| %.3g, want under %g (tokens relative RMS %.3g)",
-					c.loop, i, d, halfImageTolerance, rel)
+				t.Errorf("head loop %s, cache %v, image %d: mean |pixel difference| %.3g, want under %g (tokens relative RMS %.3g: not identical, not NaN)",
+					c.loop, c.opt.Cache.On, i, d, halfImageTolerance, rel)
 			}
 		}
 	}
+}
+
+// checkLoopBodies runs check, Python statements indented into a loop over `body`, each loop
+// body of pack's head_loop.fp16.onnx after ONNX's shape inference (value_info holds the
+// types), asserting what the body must hold; it logs each body's node and Cast counts.
+func checkLoopBodies(t *testing.T, pack, check string) {
+	t.Helper()
+	script := "import sys, onnx\nsys.path.insert(0, sys.argv[2])\nimport loop_weights\n" +
+		"m = onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1], load_external_data=False))\n" +
+		"for body in loop_weights.loop_bodies(m):" + check +
+		"    print(body.name, len(body.node), 'nodes,', sum(n.op_type == 'Cast' for n in body.node), 'Casts')\n"
+	out, err := exec.Command(python, "-c", script, filepath.Join(pack, "head_loop.fp16.onnx"),
+		filepath.Join(repoRoot, "scripts", "packs")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("head_loop.fp16.onnx's loop bodies: %v\n%s", err, out)
+	}
+	t.Logf("head_loop.fp16.onnx:\n%s", out)
 }
