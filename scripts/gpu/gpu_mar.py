@@ -45,6 +45,7 @@ stopped. OUT/gpu-mar.md, the section for docs/, is rewritten after each line.
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -107,6 +108,7 @@ class Run:
         self.fp16_reason = None  # why fp16 rows are skipped, once known
         self.bf16_reason = None  # why the official bf16 rows are skipped, once known
         self.marspec_reason = None  # why no marspec row can run (the preflight's failure), once known
+        self.made = {}  # folders this run finished writing (generated images, converted packs), by name
 
     # ---- bookkeeping ----
 
@@ -158,6 +160,20 @@ class Run:
         if p.returncode != 0:
             raise RuntimeError(f"{os.path.basename(cmd[0])} {' '.join(cmd[1:3])} failed ({p.returncode}): {clip(err, 600)}")
         return out
+
+    def once(self, name, make):
+        """The folder work/name, made by make(folder) unless this run finished it already (a
+        cut or failed make leaves a folder that is not reused)."""
+        if name not in self.made:
+            folder = os.path.join(self.work, name)
+            make(folder)
+            self.made[name] = folder
+        return self.made[name]
+
+    def generated(self, name, argv, env=None):
+        """Images of `marspec generate ARGV` in work/name, generated once per run."""
+        return self.once(name, lambda out: self.marspec(
+            ["generate", *argv, "--json", "--quiet", "--grid", "none", "--out", out], env))
 
     def marspec(self, argv, env=None):
         a = self.args
@@ -277,18 +293,13 @@ class Run:
     def stage_parity(self):
         a = self.args
         b = a.batches[1]
-        made = {}
 
         def images(precision, env):
             self.need_marspec(precision)
-            name = f"parity-{precision}-" + "-".join(f"{k}={v}" for k, v in sorted(env.items()))
-            if name not in made:
-                out = os.path.join(self.work, name)
-                self.marspec(["generate", "--model", a.pack, "--class", ",".join(str(c) for c in range(b)), "--n", "1", "--batch",
-                              str(b), "--num-iter", str(a.num_iter), "--steps", str(a.steps), "--cfg", str(a.cfg), "--seed", "5",
-                              "--precision", precision, "--json", "--quiet", "--grid", "none", "--out", out], env)
-                made[name] = out
-            return made[name]
+            return self.generated(f"parity-{precision}-" + "-".join(f"{k}={v}" for k, v in sorted(env.items())),
+                                  ["--model", a.pack, "--class", ",".join(str(c) for c in range(b)), "--n", "1", "--batch",
+                                   str(b), "--num-iter", str(a.num_iter), "--steps", str(a.steps), "--cfg", str(a.cfg),
+                                   "--seed", "5", "--precision", precision], env)
 
         fused = {"MARSPEC_HEAD_LOOP": "on"}
 
@@ -311,22 +322,21 @@ class Run:
         residual stream fp32 (the default) and fp16 (half_pack.py --head-stream fp16)."""
         a = self.args
 
+        def convert(out, stream):
+            py = {"PYTHONWARNINGS": "ignore"}
+            shutil.rmtree(out, ignore_errors=True)  # half_pack.py --out wants a new folder
+            self.command([a.python, os.path.join(SCRIPTS, "packs", "half_pack.py"), os.path.join(ROOT, "models", "target"),
+                          "--out", out, "--head-stream", stream], py)
+            self.command([a.python, os.path.join(SCRIPTS, "packs", "unroll_head.py"), out], py)
+
         def pack(stream):
-            out = os.path.join(self.work, f"target-fp16-stream-{stream}")
-            if not os.path.exists(os.path.join(out, "manifest.json")):
-                py = {"PYTHONWARNINGS": "ignore"}
-                self.command([a.python, os.path.join(SCRIPTS, "packs", "half_pack.py"), os.path.join(ROOT, "models", "target"),
-                              "--out", out, "--head-stream", stream], py)
-                self.command([a.python, os.path.join(SCRIPTS, "packs", "unroll_head.py"), out], py)
-            return out
+            return self.once(f"target-fp16-stream-{stream}", lambda out: convert(out, stream))
 
         def images(p, precision):
-            out = os.path.join(self.work, f"trained-{os.path.basename(p)}-{precision}")
-            if not os.path.exists(out):
-                self.marspec(["generate", "--model", p, "--class", "0,1,2,3,4,5,6,7", "--n", "1", "--batch", "8", "--cfg", "3",
-                              "--seed", "5", "--precision", precision, "--json", "--quiet", "--grid", "none", "--out", out],
-                             {"MARSPEC_HEAD_LOOP": "on", **UNROLLED})  # as a GPU runs it by default; the CPU too here
-            return out
+            return self.generated(f"trained-{os.path.basename(p)}-{precision}",
+                                  ["--model", p, "--class", "0,1,2,3,4,5,6,7", "--n", "1", "--batch", "8", "--cfg", "3",
+                                   "--seed", "5", "--precision", precision],
+                                  {"MARSPEC_HEAD_LOOP": "on", **UNROLLED})  # as a GPU runs it by default; the CPU too here
 
         for stream in ("fp32", "fp16"):
             def fn(stream=stream):
@@ -345,10 +355,9 @@ class Run:
         def fn():
             self.need_marspec(precision)
             folder = os.path.join(self.work, f"optimized-{precision}")
-            self.marspec(["generate", "--model", a.pack, "--class", "0", "--n", "1", "--num-iter", "2", "--steps", str(a.steps),
-                          "--cfg", str(a.cfg), "--precision", precision, "--json", "--quiet", "--grid", "none",
-                          "--out", os.path.join(self.work, f"kernels-{precision}")],
-                         {**UNROLLED, "MARSPEC_HEAD_LOOP": "on", "MARSPEC_ORT_OPTIMIZED_DIR": folder})
+            self.generated(f"kernels-{precision}", ["--model", a.pack, "--class", "0", "--n", "1", "--num-iter", "2",
+                                                    "--steps", str(a.steps), "--cfg", str(a.cfg), "--precision", precision],
+                           {**UNROLLED, "MARSPEC_HEAD_LOOP": "on", "MARSPEC_ORT_OPTIMIZED_DIR": folder})
             return {"stats": count_kernels(folder, a.steps)}
         self.measure(f"kernels/{precision}", fn)
 
