@@ -20,12 +20,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 try:  # imported as packs.NAME, or run as a script from scripts/packs
     from packs.quantize_pack import attr, subgraphs
+    from packs.unroll_head import OUTPUTS as LOOP_OUTPUTS  # the fused head's float64 results
 except ImportError:
     from quantize_pack import attr, subgraphs
+    from unroll_head import OUTPUTS as LOOP_OUTPUTS
 
 F32, F64 = TensorProto.FLOAT, TensorProto.DOUBLE
-# The fused head's outputs (unroll_head.OUTPUTS): its float64 results.
-LOOP_OUTPUTS = ["x0", "last_mean", "half_log_var"]
 
 
 def all_graphs(g):
@@ -35,16 +35,25 @@ def all_graphs(g):
             yield from all_graphs(s)
 
 
-def constant_values(model):
-    """Every Constant node's and initializer's value, by name, over all graphs."""
-    values = {}
+def constant_tensors(model):
+    """Every Constant node's and initializer's tensor, by name, over all graphs (read as arrays
+    only where a value is needed: a head's weights are most of its bytes)."""
+    tensors = {}
     for g in all_graphs(model.graph):
         for init in g.initializer:
-            values[init.name] = numpy_helper.to_array(init)
+            tensors[init.name] = init
         for n in g.node:
             if n.op_type == "Constant" and attr(n, "value") is not None:
-                values[n.output[0]] = numpy_helper.to_array(attr(n, "value"))
-    return values
+                tensors[n.output[0]] = attr(n, "value")
+    return tensors
+
+
+def scalar(tensors, name):
+    """The value of a one-element constant, else None."""
+    t = tensors.get(name)
+    if t is None or int(np.prod(t.dims)) != 1:
+        return None
+    return float(numpy_helper.to_array(t).reshape(-1)[0])
 
 
 def is_last_axis_mean(node):
@@ -66,9 +75,9 @@ def width_read_by_weight(value, consts, readers):
                 continue
             seen.add(id(n))
             if n.op_type in ("MatMul", "Gemm") and n.input[0] == v and n.input[1] in consts:
-                w = consts[n.input[1]]
-                if w.ndim == 2:
-                    return w.shape[0] if n.op_type == "MatMul" or not attr(n, "transB", 0) else w.shape[1]
+                dims = consts[n.input[1]].dims
+                if len(dims) == 2:
+                    return dims[0] if n.op_type == "MatMul" or not attr(n, "transB", 0) else dims[1]
             elif n.op_type in ("Mul", "Add", "Sub", "Cast", "Identity"):
                 todo.extend(n.output)
     return None
@@ -78,7 +87,7 @@ def fuse_norms(model):
     """Replaces each decomposed LayerNorm over a last axis of known size with one
     LayerNormalization node; returns how many (per graph: a norm inside both loop bodies
     counts twice)."""
-    consts = constant_values(model)
+    consts = constant_tensors(model)
     fused = 0
     for g in all_graphs(model.graph):
         by_output = {o: n for n in g.node for o in n.output}
@@ -101,12 +110,12 @@ def fuse_norms(model):
             add = by_output.get(sqrt.input[0])
             if not (add and add.op_type == "Add"):
                 continue
-            var, eps = by_output.get(add.input[0]), consts.get(add.input[1])
+            var, eps = by_output.get(add.input[0]), scalar(consts, add.input[1])
             pow_ = by_output.get(var.input[0]) if var is not None else None
             mean = by_output.get(sub.input[1])
-            if not (var is not None and is_last_axis_mean(var) and eps is not None and eps.size == 1
+            if not (var is not None and is_last_axis_mean(var) and eps is not None
                     and pow_ is not None and pow_.op_type == "Pow" and pow_.input[0] == sub.output[0]
-                    and consts.get(pow_.input[1]) is not None and float(consts[pow_.input[1]]) == 2.0
+                    and scalar(consts, pow_.input[1]) == 2.0
                     and mean is not None and is_last_axis_mean(mean) and mean.input[0] == sub.input[0]):
                 continue
             inner = [mean, sub, pow_, var, add, sqrt]
@@ -116,11 +125,12 @@ def fuse_norms(model):
             tag = div.output[0]
             scale, bias = f"{tag}/ln_scale", f"{tag}/ln_bias"
             if scale not in consts:  # in the outer graph, where half_pack.py looks for weights (both bodies read it)
-                model.graph.initializer.extend([numpy_helper.from_array(np.ones(width, np.float32), scale),
-                                                numpy_helper.from_array(np.zeros(width, np.float32), bias)])
-                consts[scale], consts[bias] = np.ones(width, np.float32), np.zeros(width, np.float32)
+                added = [numpy_helper.from_array(np.ones(width, np.float32), scale),
+                         numpy_helper.from_array(np.zeros(width, np.float32), bias)]
+                model.graph.initializer.extend(added)
+                consts[scale], consts[bias] = added
             ln = helper.make_node("LayerNormalization", [sub.input[0], scale, bias], [tag], name=f"{tag}/ln",
-                                  axis=-1, epsilon=float(eps.reshape(-1)[0]))
+                                  axis=-1, epsilon=eps)
             div.CopyFrom(ln)
             drop.update(id(n) for n in inner)
             fused += 1
