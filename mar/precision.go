@@ -69,6 +69,9 @@ type PrecisionSpec struct {
 	// packs/cached_transformer.py); "" in a pack quantised before the cached graph was.
 	Cached       string          `json:"transformer_cached,omitempty"`
 	Quantization json.RawMessage `json:"quantization,omitempty"`
+	// HeadLoopNeverClips: the fused head's sampler was specialised to a pack that never clips x0
+	// and ignores its clip input (half_pack.py folds such a posterior step into fewer nodes).
+	HeadLoopNeverClips bool `json:"head_loop_never_clips,omitempty"`
 }
 
 // ParsePrecision checks a precision name; "" is FP32.
@@ -146,6 +149,9 @@ func (m *Manifest) validatePrecisions() error {
 			return fmt.Errorf("precisions %s: head_loop %q must be a file name in the pack folder ending in .onnx", name, spec.HeadLoop)
 		case spec.Cached != "" && (m.Cache == nil || !isPackFileName(spec.Cached)):
 			return fmt.Errorf("precisions %s: transformer_cached %q needs the pack's cache graph and must be a file name in the pack folder ending in .onnx", name, spec.Cached)
+		case spec.HeadLoopNeverClips && m.Diffusion.ClipX0:
+			return fmt.Errorf("precisions %s: head_loop was made for a pack that never clips x0, but diffusion.clip_x0 is true (%s again writes it)", name,
+				strings.TrimSuffix(PrecisionHint(name), " adds them"))
 		case (m.HeadLoop != nil) != (spec.HeadLoop != ""):
 			return fmt.Errorf("precisions %s: head_loop must be given exactly when the pack has a fused head (%s again writes it)", name,
 				strings.TrimSuffix(PrecisionHint(name), " adds them"))

@@ -24,6 +24,15 @@ func TestPrecisionsEntry(t *testing.T) {
 	if _, err := ParseManifest(data, "p/manifest.json"); err != nil {
 		t.Fatalf("valid int8 entry rejected: %v", err)
 	}
+	noClip := targetManifestJSON(t) // a pack that never clips may say its fp16 sampler does not either
+	noClip["diffusion"].(map[string]any)["clip_x0"] = false
+	entry := int8Entry()
+	entry["head_loop_never_clips"] = true
+	noClip["precisions"] = map[string]any{"fp16": entry}
+	data, _ = json.Marshal(noClip)
+	if _, err := ParseManifest(data, "p/manifest.json"); err != nil {
+		t.Fatalf("fp16 entry whose sampler never clips, on a pack that never clips, rejected: %v", err)
+	}
 	for _, c := range []struct {
 		name string
 		edit func(e map[string]any) map[string]any // the precisions object
@@ -42,6 +51,10 @@ func TestPrecisionsEntry(t *testing.T) {
 			return map[string]any{"int8": e}
 		}, `transformer_cached "/tmp/c.onnx"`},
 		{"unknown field", func(e map[string]any) map[string]any { e["decoder"] = "d.onnx"; return map[string]any{"int8": e} }, `unknown field "decoder"`},
+		{"sampler made for no clipping", func(e map[string]any) map[string]any { // the embedded target clips x0
+			e["head_loop_never_clips"] = true
+			return map[string]any{"fp16": e}
+		}, "precisions fp16: head_loop was made for a pack that never clips x0, but diffusion.clip_x0 is true (/usr/bin/python3 scripts/packs/half_pack.py PACK again writes it)"},
 		{"unrolled path", func(e map[string]any) map[string]any {
 			e["head_loop_unrolled"] = []map[string]any{{"file": "a/u.onnx", "steps": 50}}
 			return map[string]any{"int8": e}

@@ -19,9 +19,11 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 try:  # imported as packs.NAME, or run as a script from scripts/packs
+    from packs import loop_weights
     from packs.quantize_pack import attr, subgraphs
     from packs.unroll_head import OUTPUTS as LOOP_OUTPUTS  # the fused head's float64 results
 except ImportError:
+    import loop_weights
     from quantize_pack import attr, subgraphs
     from unroll_head import OUTPUTS as LOOP_OUTPUTS
 
@@ -295,4 +297,256 @@ def lean_guidance(model):
         nodes = list(g.node[:at]) + outer + list(g.node[at:])
         del g.node[:]
         g.node.extend(nodes)
+    return saved
+
+
+def body_readers(body):
+    readers = {}
+    for n in body.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    return readers
+
+
+def resolve_identity(body, name):
+    """The tensor an Identity chain in body reads (random packs' equal weights alias each other)."""
+    made = {n.output[0]: n for n in body.node if n.op_type == "Identity"}
+    while name in made:
+        name = made[name].input[0]
+    return name
+
+
+def loop_stack_splits(model):
+    """For each loop body: the Split that cuts its step's row of the hoisted modulation stack
+    (fuse_head.py) into the values the head reads; None where a body has none."""
+    splits = []
+    for body in loop_weights.loop_bodies(model):
+        made = {o: n for n in body.node for o in n.output}
+        found = None
+        for n in body.node:
+            gather = made.get(n.input[0]) if n.op_type == "Split" and len(n.input) == 2 else None
+            if gather is not None and gather.op_type == "Gather" and gather.input[1] == body.input[0].name:
+                found = (body, n, gather.input[0])
+        splits.append(found)
+    return splits
+
+
+def modulated_gemms(body, pieces, consts):
+    """The blocks of body whose modulated norm goes straight into a Gemm:
+    Gemm(Add(Mul(LayerNorm(x), scale), shift)) with scale and shift pieces of the stack, by
+    (scale, shift): their LayerNorm, Mul, Add and Gemm nodes."""
+    made = {o: n for n in body.node for o in n.output}
+    readers = body_readers(body)
+    found = {}
+    for add in body.node:
+        if add.op_type != "Add":
+            continue
+        ins = list(add.input)
+        shift = next((i for i in ins if i in pieces), None)
+        mul = made.get(next((i for i in ins if i != shift), ""))
+        if shift is None or mul is None or mul.op_type != "Mul":
+            continue
+        scale = next((i for i in mul.input if i in pieces), None)
+        ln = made.get(next((i for i in mul.input if i != scale), ""))
+        if scale is None or ln is None or ln.op_type != "LayerNormalization" or len(ln.input) != 3:
+            continue
+        gemms = readers.get(add.output[0], [])
+        if len(gemms) != 1 or gemms[0].op_type != "Gemm" or gemms[0].input[0] != add.output[0]:
+            continue
+        gemm = gemms[0]
+        if attr(gemm, "transA", 0) or attr(gemm, "alpha", 1.0) != 1.0 or attr(gemm, "beta", 1.0) != 1.0 \
+                or resolve_identity(body, gemm.input[1]) not in consts:
+            continue
+        if any(len(readers.get(n.output[0], [])) != 1 for n in (ln, mul)):
+            continue
+        gamma, beta = (resolve_identity(body, i) for i in ln.input[1:])
+        if gamma not in consts or beta not in consts:
+            continue
+        found[(scale, shift)] = (ln, mul, add, gemm, gamma, beta)
+    return found
+
+
+def fold_modulation(model, folds_into=lambda gemm: True):
+    """In a fused head: each block's Gemm(LayerNorm(x) * (1 + scale) + shift) becomes
+    Gemm(LayerNorm'(x) * scale', W, C = shift'), one node fewer per block and diffusion step,
+    where LayerNorm' has unit weight and zero bias, scale' = gamma (1 + scale) and
+    shift' = (beta (1 + scale) + shift) W^T + b per row: both are linear in the AdaLN input u,
+    so the hoisted modulation Gemm (run once per call for every step's rows) makes them with
+    composed weights, at no extra arithmetic. folds_into(gemm) says which Gemms may take the
+    per-row C (one that stays fp32 would need a Cast of it per step, no gain). Returns the nodes
+    saved per step of one body."""
+    consts = constant_tensors(model)
+    g = model.graph
+    splits = loop_stack_splits(model)
+    if not splits or None in splits or len({s[2] for s in splits}) != 1:
+        return 0
+    stack = splits[0][2]
+    pieces = list(splits[0][1].output)
+    if any(list(s[1].output) != pieces for s in splits):
+        return 0
+    per_body = [modulated_gemms(body, set(pieces), consts) for body, _, _ in splits]
+    keys = [k for k in per_body[0] if all(k in found for found in per_body[1:])]
+    made = {o: n for n in g.node for o in n.output}
+    reshape = made.get(stack)
+    cat = made.get(reshape.input[0]) if reshape is not None and reshape.op_type == "Reshape" else None
+    if cat is None or cat.op_type != "Concat" or len(cat.input) != len(pieces):
+        return 0
+    widths = {}
+    for body, split, _ in splits:
+        sizes = numpy_helper.to_array(consts[split.input[1]]).astype(np.int64)
+        widths.update(zip(split.output, sizes))
+    folded, dropped, units = 0, set(), {}
+    for scale_name, shift_name in keys:
+        blocks = [found[(scale_name, shift_name)] for found in per_body]
+        ln, mul, add, gemm, gamma, beta = blocks[0]
+        if any((b[3].input[1], b[4], b[5]) != (gemm.input[1], gamma, beta) for b in blocks[1:]) \
+                or not all(folds_into(b[3]) for b in blocks):
+            continue
+        scale_outer = made.get(cat.input[pieces.index(scale_name)])  # 1 + scale piece
+        shift_outer = cat.input[pieces.index(shift_name)]
+        one = scale_outer.input[1] if scale_outer is not None and scale_outer.op_type == "Add" else None
+        split_outer = made.get(scale_outer.input[0]) if one is not None else None
+        if split_outer is None or split_outer.op_type != "Split" or shift_outer not in split_outer.output \
+                or one not in consts or len(split_outer.input) != 2 or split_outer.input[1] not in consts:
+            continue
+        mod = made.get(split_outer.input[0])
+        if mod is None or mod.op_type != "Gemm" or attr(mod, "transA", 0) or attr(mod, "alpha", 1.0) != 1.0 \
+                or attr(mod, "beta", 1.0) != 1.0 or len(mod.input) != 3 or mod.input[1] not in consts \
+                or mod.input[2] not in consts:
+            continue
+        w_mod = numpy_helper.to_array(consts[mod.input[1]]).astype(np.float64)
+        w_mod = w_mod if attr(mod, "transB", 0) else w_mod.T  # [out, in]
+        b_mod = numpy_helper.to_array(consts[mod.input[2]]).astype(np.float64).reshape(-1)
+        sizes = numpy_helper.to_array(consts[split_outer.input[1]]).astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        rows = lambda k: slice(starts[k], starts[k + 1])
+        k_sc, k_sh = list(split_outer.output).index(scale_outer.input[0]), list(split_outer.output).index(shift_outer)
+        w1 = numpy_helper.to_array(consts[resolve_identity(splits[0][0], gemm.input[1])]).astype(np.float64)
+        w1 = w1 if attr(gemm, "transB", 0) else w1.T  # [out, in]
+        b1 = numpy_helper.to_array(consts[gemm.input[2]]).astype(np.float64).reshape(-1) if len(gemm.input) > 2 \
+            else np.zeros(w1.shape[0])
+        ga = numpy_helper.to_array(consts[gamma]).astype(np.float64).reshape(-1)
+        be = numpy_helper.to_array(consts[beta]).astype(np.float64).reshape(-1)
+        k1 = np.broadcast_to(numpy_helper.to_array(consts[one]).astype(np.float64).reshape(-1), ga.shape)
+        if b1.shape != (w1.shape[0],) or w1.shape[1] != ga.size or sizes[k_sc] != ga.size or sizes[k_sh] != ga.size:
+            continue
+        w_sc, b_sc, w_sh, b_sh = w_mod[rows(k_sc)], b_mod[rows(k_sc)], w_mod[rows(k_sh)], b_mod[rows(k_sh)]
+        new_w = {k_sc: ga[:, None] * w_sc, k_sh: w1 @ (be[:, None] * w_sc + w_sh)}
+        new_b = {k_sc: ga * b_sc, k_sh: w1 @ (be * (k1 + b_sc) + b_sh) + b1}
+        new_sizes = [w1.shape[0] if k == k_sh else int(s) for k, s in enumerate(sizes)]
+        tag = mod.output[0]
+
+        def weight(name, value):
+            value = np.asarray(value)
+            g.initializer.append(numpy_helper.from_array(value.astype(np.float32) if value.dtype.kind == "f" else value, f"{tag}/{name}"))
+            return f"{tag}/{name}"
+
+        mod.input[1] = weight("folded_weight", np.concatenate([new_w.get(k, w_mod[rows(k)]) for k in range(len(sizes))]))
+        mod.input[2] = weight("folded_bias", np.concatenate([new_b.get(k, b_mod[rows(k)]) for k in range(len(sizes))]))
+        for a in list(mod.attribute):
+            if a.name == "transB":
+                mod.attribute.remove(a)
+        mod.attribute.append(helper.make_attribute("transB", 1))
+        split_outer.input[1] = weight("folded_sizes", np.array(new_sizes, np.int64))
+        scale_outer.input[1] = weight("folded_one", ga * k1)
+        if new_sizes[k_sh] != sizes[k_sh]:
+            widths[shift_name] = new_sizes[k_sh]
+        if ga.size not in units:  # one unit weight and zero bias per width, for every folded norm
+            units[ga.size] = (weight("unit", np.ones(ga.size)), weight("zero", np.zeros(ga.size)))
+        unit, zero = units[ga.size]
+        for b_ln, b_mul, b_add, b_gemm, _, _ in blocks:
+            b_ln.input[1], b_ln.input[2] = unit, zero
+            b_gemm.input[:] = [b_mul.output[0], b_gemm.input[1], shift_name]
+            dropped.add(id(b_add))
+        folded += 1
+    for body, _, _ in splits:  # rebuilt once at the end: extend copies, the nodes held above would go stale
+        kept = [n for n in body.node if id(n) not in dropped]
+        del body.node[:]
+        body.node.extend(kept)
+    if folded:  # a shift piece that became narrower (the final layer's: W is 2D wide) changes the stack's width
+        total = sum(int(widths[p]) for p in pieces)
+        before = int(sum(numpy_helper.to_array(consts[splits[0][1].input[1]])))
+        for _, split, _ in loop_stack_splits(model):
+            split.input[1] = f"{stack}/folded_sizes"
+        g.initializer.append(numpy_helper.from_array(np.array([int(widths[p]) for p in pieces], np.int64), f"{stack}/folded_sizes"))
+        shape = made.get(reshape.input[1])
+        last = made.get(shape.input[-1]) if shape is not None and shape.op_type == "Concat" else None
+        if last is None or last.op_type != "Constant" or list(numpy_helper.to_array(attr(last, "value"))) != [-1, before]:
+            raise SystemExit("fold_modulation: the stack's shape is not Concat(steps, [-1, width])")
+        shape.input[-1] = f"{stack}/folded_shape"
+        g.initializer.append(numpy_helper.from_array(np.array([-1, total], np.int64), f"{stack}/folded_shape"))
+    return folded
+
+
+def lean_sampler(model, clip_x0):
+    """In a float32 fused head: the schedule's coefficients combined once per call (in float64,
+    from the coef input, then rounded) so that a step needs fewer nodes. Half the log-variance,
+    lv0 + (v + 1) lv1, becomes lv0' + v lv1 with lv0' = lv0 + lv1. A pack that never clips x0
+    (MAR's: clip_x0 false) has mean = c1 x0 + c2 x_t with x0 = a x_t - b eps, which is
+    A x_t - B eps with A = c1 a + c2 and B = c1 b: three nodes instead of eight, and the graph
+    ignores its clip input (half_pack.py records that in the manifest). Returns the nodes saved
+    per step of one body."""
+    g = model.graph
+    entry = next((n for n in g.node if n.op_type == "Cast" and list(n.input) == ["coef"]), None)
+    if entry is None:
+        raise SystemExit("lean_sampler: run float_sampler first")
+    coef32 = entry.output[0]
+    cols = [f"{SAMPLER}coef{k}" for k in range(6)]  # fuse_head.COEFS: a, b, c1, c2, lv0, lv1
+    a, b, c1, c2, lv0, lv1 = cols
+    outer = [helper.make_node("Split", ["coef"], cols, axis=1, name=f"{SAMPLER}coef_split"),
+             helper.make_node("Add", [lv0, lv1], [f"{SAMPLER}lv0_plus_lv1"])]
+    if clip_x0:
+        combined = [a, b, c1, c2, f"{SAMPLER}lv0_plus_lv1", lv1]
+    else:
+        outer += [helper.make_node("Mul", [c1, a], [f"{SAMPLER}c1a"]),
+                  helper.make_node("Add", [f"{SAMPLER}c1a", c2], [f"{SAMPLER}mean_x"]),
+                  helper.make_node("Mul", [c1, b], [f"{SAMPLER}mean_eps"])]
+        combined = [f"{SAMPLER}mean_x", f"{SAMPLER}mean_eps", f"{SAMPLER}lv0_plus_lv1", lv1]
+    outer += [helper.make_node("Concat", combined, [f"{SAMPLER}coef_combined"], axis=1),
+              helper.make_node("Cast", [f"{SAMPLER}coef_combined"], [coef32], name=entry.name, to=F32)]
+    at = list(g.node).index(entry)
+    nodes = list(g.node[:at]) + outer + list(g.node[at + 1:])
+    del g.node[:]
+    g.node.extend(nodes)
+
+    saved = 0
+    consts = constant_tensors(model)
+    for body in loop_weights.loop_bodies(model):
+        made = {o: n for n in body.node for o in n.output}
+        readers = body_readers(body)
+        it = body.input[0].name
+        gather = next(n for n in body.node if n.op_type == "Gather" and list(n.input) == [coef32, it])
+        split = readers[gather.output[0]][0]
+        s = list(split.output)
+
+        def only(name, op):  # the one node reading name, if it is an op node
+            r = readers.get(name, [])
+            return r[0] if len(r) == 1 and r[0].op_type == op else None
+
+        # lv: Add(s4, Mul(Add(v, 1), s5)) -> Add(s4', Mul(v, s5))
+        mul_lv = only(s[5], "Mul")
+        plus_one = made.get(next((i for i in mul_lv.input if i != s[5]), "")) if mul_lv is not None else None
+        if plus_one is None or plus_one.op_type != "Add" or scalar(consts, plus_one.input[1]) != 1.0 \
+                or len(readers[plus_one.output[0]]) != 1:
+            raise SystemExit("lean_sampler: the half log-variance is not lv0 + (v + 1) lv1")
+        mul_lv.input[:] = [plus_one.input[0] if i == plus_one.output[0] else i for i in mul_lv.input]
+        drop = {id(plus_one)}
+        if not clip_x0:
+            # Sub(Mul(s0, x), Mul(s1, eps)) -> Min -> Max -> Mul(s2, .) + Mul(s3, x) = mean
+            mul_a, mul_b = only(s[0], "Mul"), only(s[1], "Mul")
+            sub = only(mul_a.output[0], "Sub") if mul_a is not None else None
+            lo_hi = only(sub.output[0], "Min") if sub is not None else None
+            clip = only(lo_hi.output[0], "Max") if lo_hi is not None else None
+            mul_c1, mul_c2 = only(s[2], "Mul"), only(s[3], "Mul")
+            mean = only(mul_c1.output[0], "Add") if mul_c1 is not None else None
+            if None in (mul_b, clip, mul_c2, mean) or list(sub.input) != [mul_a.output[0], mul_b.output[0]] \
+                    or clip.output[0] not in mul_c1.input or mul_c2.output[0] not in mean.input:
+                raise SystemExit("lean_sampler: the posterior step is not c1 clip(a x - b eps) + c2 x")
+            sub.output[0] = mean.output[0]
+            drop |= {id(n) for n in (lo_hi, clip, mul_c1, mul_c2, mean)}
+            split.output[:] = [s[0], s[1], s[4], s[5]]
+        kept = [n for n in body.node if id(n) not in drop]
+        saved = len(body.node) - len(kept)
+        del body.node[:]
+        body.node.extend(kept)
     return saved

@@ -118,6 +118,24 @@ def original_types(model):
     return types
 
 
+def runs_in_half(node, weights, min_dim, keep, fp16_stream):
+    """Whether a MatMul/Gemm runs in fp16: a constant weight (of weights, the main graph's) needs
+    min_dim channels both ways (fp16_stream: output channels only) and keep not naming it; a
+    product of two activations always does."""
+    w = node.input[1]
+    label = node.name or node.output[0]
+    if label.startswith(half_head.SAMPLER):  # the fused head's guidance: sampler arithmetic, fp32
+        return False
+    if keep and keep.search(label):
+        return False
+    if w in weights and len(weights[w].dims) == 2:
+        dims = weights[w].dims
+        outputs = dims[0] if node.op_type == "Gemm" and attr(node, "transB") else dims[1]
+        if (outputs if fp16_stream else min(dims)) < min_dim:
+            return False
+    return True
+
+
 class Scope:
     """One graph's values as the converted graph holds them: name -> (name now, element type)."""
 
@@ -156,23 +174,11 @@ class Converter:
         return held is not None and held[2]
 
     def lowered_matmul(self, node):
-        """Whether a MatMul/Gemm runs in fp16: a constant weight needs --min-dim channels both ways
-        and --keep not naming it; a product of two activations always does."""
-        w = node.input[1]
         label = node.name or node.output[0]
-        if label.startswith(half_head.SAMPLER):  # the fused head's guidance: sampler arithmetic, fp32
-            return False
-        if self.keep and self.keep.search(label):
-            self.kept.append(label)
-            return False
-        if w in self.weights and len(self.weights[w].dims) == 2:
-            dims = self.weights[w].dims
-            outputs = dims[0] if node.op_type == "Gemm" and attr(node, "transB") else dims[1]
-            if (outputs if self.fp16_stream else min(dims)) < self.min_dim:
-                self.kept.append(label)
-                return False
-        self.lowered.append(label)
-        return True
+        lowered = runs_in_half(node, self.weights, self.min_dim, self.keep, self.fp16_stream)
+        if not label.startswith(half_head.SAMPLER):  # the manifest lists the model's layers, not the sampler's
+            (self.lowered if lowered else self.kept).append(label)
+        return lowered
 
     def value(self, name, want, scope, nodes):
         """name as element type want (F16 or F32): itself, a cast of it (once per scope), or for a
@@ -368,18 +374,24 @@ def main(argv):
     keep = re.compile(args.keep) if args.keep else None
     checks = {}
     with open(os.path.join(pack, "manifest.json")) as f:
-        files = graph_files(json.load(f))
+        source = json.load(f)
+    files = graph_files(source)
+    clip_x0 = bool(source.get("diffusion", {}).get("clip_x0", False))
 
     def convert(file, model):
         norms = half_head.fuse_norms(model)
         loop = [o.name for o in model.graph.output] == half_head.LOOP_OUTPUTS
         casts = half_head.float_sampler(model) if loop else 0
         leaner = half_head.lean_guidance(model) if loop else 0
+        stream = args.head_stream == "fp16" and file in (files.get("head"), files.get("head_loop"))
+        weights = {i.name: i for i in model.graph.initializer}
+        folded = half_head.fold_modulation(model, lambda gemm: runs_in_half(gemm, weights, args.min_dim, keep, stream)) \
+            if loop else 0
+        sampler = half_head.lean_sampler(model, clip_x0) if loop else 0
         if norms or loop:
             print(f"{file}: {norms} decomposed LayerNorm(s) made one node" +
-                  (f"; sampler float32, {casts} Cast(s) dropped; guidance {leaner} node(s) per guided step "
-                   "fewer" if loop else ""))
-        stream = args.head_stream == "fp16" and file in (files.get("head"), files.get("head_loop"))
+                  (f"; sampler float32, {casts} Cast(s) dropped; per step: guidance {leaner} node(s) fewer (guided), "
+                   f"{folded} modulation shift(s) into their Gemm, sampler {sampler} node(s) fewer" if loop else ""))
         lowered, kept, fp16_values = half_model(model, args.min_dim, keep, fp16_stream=stream)
         if args.cpu_check:
             checks[file] = cpu_check_model(model, fp16_values)  # a copy: model stays the fp16 graph
@@ -387,6 +399,11 @@ def main(argv):
 
     scheme = SCHEME + ("; the head's residual stream fp16 (--head-stream fp16)" if args.head_stream == "fp16" else "")
     manifest = write_variants(pack, PRECISION, scheme, args.min_dim, convert)
+    if files.get("head_loop") and not clip_x0:  # its sampler ignores the clip input (half_head.lean_sampler)
+        manifest["precisions"][PRECISION]["head_loop_never_clips"] = True
+        with open(os.path.join(pack, "manifest.json"), "w") as f:
+            json.dump(manifest, f, indent=2)
+            f.write("\n")
     if args.cpu_check:
         write_cpu_check(pack, manifest, checks, args.cpu_check)
 

@@ -64,6 +64,9 @@ func TestHalfPack(t *testing.T) {
 	if _, ok := man.Precisions[mar.Int8]; !ok {
 		t.Error("the int8 entry was lost")
 	}
+	if spec.HeadLoopNeverClips {
+		t.Error("fp16 entry says its fused head never clips, on a pack that clips x0")
+	}
 	for _, f := range []string{"transformer", "head", "head_loop", "transformer_cached"} {
 		a, _ := os.Stat(filepath.Join(pack, f+".onnx"))
 		b, err := os.Stat(filepath.Join(pack, f+".fp16.onnx"))
@@ -119,6 +122,16 @@ func TestHalfPackMARLayout(t *testing.T) {
     assert not doubles, (body.name, "float64:", doubles)
     norms = [n.name for n in body.node if n.op_type in ("ReduceMean", "Pow", "Sqrt")]
     assert not norms, (body.name, "a norm written out:", norms)
+    made = {o: n for n in body.node for o in n.output}
+    def source(v):  # the node making v, through Casts
+        n = made.get(v)
+        return source(n.input[0]) if n is not None and n.op_type == "Cast" else n
+    modulated = {n.output[0] for n in body.node if n.op_type == "Mul" and any(
+        source(i) is not None and source(i).op_type == "LayerNormalization" for i in n.input)}
+    shifts = [n.output[0] for n in body.node if n.op_type == "Add" and modulated & set(n.input)]
+    assert len(shifts) == 1, (body.name, "AdaLN shifts added per step, want the final layer's only (its Gemm fp32):", shifts)
+    clips = [n.op_type for n in body.node if n.op_type in ("Min", "Max")]
+    assert not clips, (body.name, "x0 clipped per step in a pack that never clips:", clips)
 `)
 	man, err := mar.LoadManifest(pack)
 	if err != nil {
@@ -127,6 +140,9 @@ func TestHalfPackMARLayout(t *testing.T) {
 	spec := man.Precisions[mar.FP16]
 	if spec.HeadLoop == "" || spec.Cached == "" {
 		t.Fatalf("fp16 entry %+v lacks the fused head or the cached transformer", spec)
+	}
+	if !spec.HeadLoopNeverClips {
+		t.Error("fp16 entry: want head_loop_never_clips on a pack that never clips x0 (its sampler ignores the clip input)")
 	}
 	var record struct {
 		FP32Layers map[string][]string `json:"fp32_layers"`
@@ -176,7 +192,9 @@ func TestHalfPackMARLayout(t *testing.T) {
 		// sampler (float32 and one guidance MatMul inside the graph, float64 in Go)
 		perStep := generate(t, openWithHeadLoop(t, c.dir, "off"), opt)
 		for i := range perStep {
-			if rel := relRMS(got[i].Tokens, perStep[i].Tokens); rel > halfSamplerTolerance {
+			rel := relRMS(got[i].Tokens, perStep[i].Tokens)
+			t.Logf("%s: image %d, fused against per-step head: tokens relative RMS %.4f", c.name, i, rel)
+			if rel > halfSamplerTolerance {
 				t.Errorf("%s: image %d, fused against per-step head: tokens relative RMS %.4g, want under %g", c.name, i, rel, halfSamplerTolerance)
 			}
 		}
