@@ -12,6 +12,12 @@ exact form the Go sampler reproduces bit for bit; an fp16 graph is held to a tol
   call, and the casts the float64 arithmetic needed at every step disappear.
 - lean_guidance: then guidance is one MatMul of the head's cond and uncond halves (kept fp32
   by half_pack.py).
+- fold_modulation: each block's AdaLN shift (with its norm's weight and bias) is made by the
+  hoisted modulation Gemm with composed weights and enters the block's Gemm as its C.
+- lean_sampler: the schedule's coefficients are combined once per call; for a pack that never
+  clips x0 the posterior step collapses to A x_t - B eps.
+Every change is exact in real arithmetic; only float32 rounding moves
+(scripts/tests/half_head_test.go).
 Needs only the onnx and numpy packages.
 """
 import numpy as np

@@ -26,8 +26,9 @@ reads them as before; inside, the rules are torch.autocast's (what a MAR user ru
   head's sampler arithmetic (guidance, the posterior step, the noise): float64 in the fp32
   graph, as the Go sampler computes it; float32 here, as MAR's own code computes it, with the
   graph's float64 inputs and outputs cast once per call, guidance one fp32 MatMul of the two
-  halves (half_head.py, which also writes a norm the exporter spelled out as seven nodes as one
-  LayerNormalization);
+  halves, each AdaLN shift folded into its block's Gemm and the schedule's coefficients
+  combined once per call (half_head.py, which also writes a norm the exporter spelled out as
+  seven nodes as one LayerNormalization; docs/gpu.md counts the nodes per step);
 - a weight with fewer than --min-dim input or output channels stays fp32 (the 16-dim token
   projections in, the 2D-wide final projection out: their compute is negligible while their
   error lands directly on the tokens or on epsilon); --keep names more MatMul/Gemm to keep;
