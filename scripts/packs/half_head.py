@@ -469,9 +469,9 @@ def fold_modulation(model, folds_into=lambda gemm: True):
         kept = [n for n in body.node if id(n) not in dropped]
         del body.node[:]
         body.node.extend(kept)
-    if folded:  # a shift piece that became narrower (the final layer's: W is 2D wide) changes the stack's width
-        total = sum(int(widths[p]) for p in pieces)
-        before = int(sum(numpy_helper.to_array(consts[splits[0][1].input[1]])))
+    total = sum(int(widths[p]) for p in pieces)
+    before = int(sum(numpy_helper.to_array(consts[splits[0][1].input[1]])))
+    if total != before:  # a shift piece that became narrower (the final layer's: W is 2D wide) changes the stack's width
         for _, split, _ in loop_stack_splits(model):
             split.input[1] = f"{stack}/folded_sizes"
         g.initializer.append(numpy_helper.from_array(np.array([int(widths[p]) for p in pieces], np.int64), f"{stack}/folded_sizes"))
