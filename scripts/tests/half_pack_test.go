@@ -172,22 +172,30 @@ func TestHalfPackMARLayout(t *testing.T) {
 	}
 	spec = man.Precisions[mar.FP16]
 	for _, c := range []struct {
-		name, dir string
-		unrolled  bool
+		name, dir          string
+		unrolled, replayed bool
 	}{
-		{"fp16 graphs (CPU provider)", asOwnGraphs(t, pack, spec), false},
-		{"fp16 emulated (--cpu-check)", check, false},
-		{"fp16 graphs unrolled (CPU provider)", asOwnGraphs(t, pack, spec), true},
-		{"fp16 emulated unrolled (--cpu-check)", check, true},
+		{"fp16 graphs (CPU provider)", asOwnGraphs(t, pack, spec), false, false},
+		{"fp16 emulated (--cpu-check)", check, false, false},
+		{"fp16 graphs unrolled (CPU provider)", asOwnGraphs(t, pack, spec), true, false},
+		{"fp16 emulated unrolled (--cpu-check)", check, true, false},
+		// the fixed-address runner a CUDA graph replays (on the CPU: its copies, nothing
+		// captured), every input bound: the clip input this graph no longer reads included
+		{"fp16 graphs unrolled, fixed-address runner", asOwnGraphs(t, pack, spec), true, true},
 	} {
 		t.Setenv("MARSPEC_HEAD_UNROLLED", map[bool]string{false: "off", true: "on"}[c.unrolled])
+		t.Setenv("MARSPEC_CUDA_GRAPH", map[bool]string{false: "off", true: "on"}[c.replayed])
 		m := openWithHeadLoop(t, c.dir, "on")
 		if !c.unrolled {
 			z, out := runGraphs(t, m)
 			checkHalfRMS(t, c.name+": transformer z", z, zRef)
 			checkHalfRMS(t, c.name+": head output", out, outRef)
 		}
+		before := onnxrt.ReadFixedStats()
 		got := generate(t, m, opt)
+		if runs := onnxrt.ReadFixedStats().Runs - before.Runs; runs != map[bool]int64{false: 0, true: int64(opt.NumIter)}[c.replayed] {
+			t.Errorf("%s: %d fixed-address head runs, want one per AR step exactly when replayed", c.name, runs)
+		}
 		// the fused head against the per-step head of the same graphs: they differ only in the
 		// sampler (float32 and one guidance MatMul inside the graph, float64 in Go)
 		perStep := generate(t, openWithHeadLoop(t, c.dir, "off"), opt)
