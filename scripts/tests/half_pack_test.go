@@ -109,8 +109,10 @@ func TestHalfPack(t *testing.T) {
 // defaults, its width-32 layers (the final layer's modulation among them) turn fp16, and its
 // 16-wide token projections and the head's final projection (32 wide here, 2D = 32 of MAR-B's
 // 1024) stay fp32. It checks the fused head's loop bodies hold what half_head.py promises (no
-// float64 value, no norm written out as seven nodes), then compares the fp16 graphs and their
-// emulation with the fp32 graphs, and guided images through the fused head token by token.
+// float64 value, no norm written out as seven nodes, no AdaLN shift added per step but the
+// final layer's, whose Gemm stays fp32, and no x0 clipping in this never-clipping pack), then
+// compares the fp16 graphs and their emulation with the fp32 graphs, and guided images through
+// the fused head token by token, rolled, unrolled and through the fixed-address runner.
 func TestHalfPackMARLayout(t *testing.T) {
 	needTorch(t)
 	lib := ortLib(t)
