@@ -74,7 +74,8 @@ PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE = 2.0, 8, 0.99
 # (the run of 2026-11-27 on an H200: the ratio rows ran the cache, whose K/V cross the host at
 # every call, 60% of a generation there; and 35 s did not hold two generations for parity)
 STAGES = [("pack", 120), ("ratio-b8", 90), ("ratio-b64", 110), ("parity", 75), ("parity-trained", 45), ("kernels", 40), ("head-kinds", 80), ("cache", 50),
-          ("fp32", 60), ("official-fp32", 70), ("per-step", 60), ("batch-1", 60), ("energy-head", 0)]  # energy-head: whatever is left
+          ("fp32", 60), ("official-fp32", 70), ("per-step", 60), ("batch-1", 60), ("stream", 75),
+          ("energy-head", 0)]  # energy-head: whatever is left
 # head -> (bench flags, environment): "fused" is the unrolled graph where the pack has one for
 # the run's steps (the pack stage makes it), "rolled" the ONNX Loop, "graph" the unrolled graph
 # replayed as CUDA graphs (docs/gpu.md)
@@ -184,16 +185,17 @@ class Run:
 
     # ---- the measurements ----
 
-    def marspec_row(self, precision, head, batch):
+    def marspec_row(self, precision, head, batch, pack=None, key=None):
+        """One bench row; pack (default: the run's) and key for rows of another pack."""
         def fn():
             self.need_marspec(precision)
             a = self.args
-            argv = ["bench", "--parts", "--json", "--target", a.pack, "--images", str(batch), "--batch", str(batch),
+            argv = ["bench", "--parts", "--json", "--target", pack() if pack else a.pack, "--images", str(batch), "--batch", str(batch),
                     "--num-iter", str(a.num_iter), "--steps", str(a.steps), "--cfg", str(a.cfg), "--rounds", "1",
                     "--precision", precision, *HEADS[head][0]]
             env = HEADS[head][1]
             return {"argv": argv, "env": env, "stats": json.loads(self.marspec(argv, env).strip().splitlines()[-1])}
-        return self.measure(f"marspec/{precision}/{head}/b{batch}", fn)
+        return self.measure(key or f"marspec/{precision}/{head}/b{batch}", fn)
 
     def official_row(self, kind, batch):
         def fn():
@@ -348,6 +350,26 @@ class Run:
             self.measure("parity/check-trained-packs", lambda: {"stats": compare_folders(
                 images(pack("fp32"), "fp32"), images(pack("fp16"), "fp32"))})
 
+    def stage_stream(self):
+        """What a node costs on the device, in a controlled pair: the replayed head at batch 8 with
+        the head's residual stream fp16 (half_pack.py --head-stream fp16: MAR-B's fused head has 68
+        nodes per guided step instead of 80, the 12 Casts gone, nothing else changed), beside the
+        ratio stage's row of the default pack. A random head's tokens outgrow fp16 there (NaN),
+        which changes no kernel's work: a timing row only, kept out of the ratios (its key is not
+        a marspec row's). On the CPU (fp16 refused) the same row at fp32 checks the pack and the
+        plumbing."""
+        a = self.args
+        precision = self.fast()
+
+        def convert(out):
+            py = {"PYTHONWARNINGS": "ignore"}
+            shutil.rmtree(out, ignore_errors=True)  # half_pack.py --out wants a new folder
+            self.command([a.python, os.path.join(SCRIPTS, "packs", "half_pack.py"), a.pack, "--out", out, "--head-stream", "fp16"], py)
+            self.command([a.python, os.path.join(SCRIPTS, "packs", "unroll_head.py"), out, "--steps", str(a.steps)], py)
+
+        self.marspec_row(precision, "graph", a.batches[1], pack=lambda: self.once("pack-head-stream-fp16", convert),
+                         key=f"timing/{precision}/graph-head-stream-fp16/b{a.batches[1]}")
+
     def stage_kernels(self):
         a = self.args
         precision = self.fast()  # every session opened writes its weights again: the fastest rows' graphs only
@@ -395,6 +417,7 @@ class Run:
             "per-step": lambda: [self.marspec_row(p, "per-step", b) for b in (b8, b64) for p in PRECISIONS],
             "batch-1": lambda: [self.ratio_rows(b1), self.marspec_row("fp32", "graph", b1),
                                 *(self.marspec_row(self.fast(), h, b1) for h in ("fused", "per-step")), self.official_row("fp32", b1)],
+            "stream": self.stage_stream,
             "energy-head": self.stage_energy,
         }
         if self.args.device != "cpu":

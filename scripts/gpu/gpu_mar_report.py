@@ -90,7 +90,7 @@ def write_report(run):
             L.append(f"| marspec | {precision} | {head} | " + " | ".join(
                 "-" if r is None and k not in run.tried else cell(r, f3, notes) for r, k in zip(recs, keys)) + f" | {shares} |")
     L += [""] + [f"- [{i + 1}] {n}" for i, n in enumerate(notes)] + ([""] if notes else [])
-    L += ratio_lines(run) + [""] + parity_lines(run) + [""] + kernel_lines(run) + [""] + stage_lines(run) + [""]
+    L += ratio_lines(run) + [""] + parity_lines(run) + [""] + kernel_lines(run) + [""] + stream_lines(run) + [""] + stage_lines(run) + [""]
     with open(os.path.join(a.out, "gpu-mar.md"), "w") as f:
         f.write("\n".join(L))
 
@@ -172,6 +172,25 @@ def kernel_lines(run):
                 f"{x['session']} {x['nodes']} nodes (" + ", ".join(f"{op} {c}" for op, c in list(x["ops"].items())[:8]) + ")"
                 for x in rec["stats"]["transformers"]))
     return L
+
+
+def stream_lines(run):
+    """The head's time per AR step with its residual stream fp16 beside the default pack's, the
+    same head path and batch: the difference is what the removed nodes cost."""
+    b = run.args.batches[1]
+    L = []
+    for precision in ("fp16", "fp32"):
+        rec = run.results.get(f"timing/{precision}/graph-head-stream-fp16/b{b}")
+        if rec is None:
+            continue
+        ms = lambda r: r["stats"]["head_step"]["ms_per_call"]
+        base = run.results.get(f"marspec/{precision}/graph/b{b}")
+        line = (f"- {precision}, batch {b}, the replayed head with its residual stream fp16 (`half_pack.py --head-stream fp16`, "
+                "a timing row: a random head's tokens outgrow fp16): " + cell(rec, lambda st: f"head {ms(rec):.1f} ms per AR step"))
+        if rec and "stats" in rec and base and "stats" in base:
+            line += f", against {ms(base):.1f} ms with the default stream ({ms(base) - ms(rec):+.1f} ms)"
+        L.append(line)
+    return (["The fp16 residual stream (nodes fewer per step, the same kernels otherwise):", ""] + L) if L else []
 
 
 def stage_lines(run):

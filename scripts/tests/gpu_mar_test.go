@@ -21,7 +21,7 @@ type marRecord struct {
 
 // The stages of issue 40's device script, in its order; a stage that disappears from the
 // script (or is renamed) fails TestGPUMarTiny.
-var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "parity-trained", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "energy-head"}
+var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "parity-trained", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "stream", "energy-head"}
 
 // Issue 40's device script (scripts/gpu/gpu_mar.py, the default of gpu_bench.sh) at tiny sizes
 // on the CPU: every stage must run and every row of its matrix (official fp32 and bf16
@@ -122,6 +122,13 @@ func TestGPUMarTiny(t *testing.T) {
 		kernels.Heads[0].Nodes < 5*20 || kernels.Heads[0].PerStep <= 0 || len(kernels.Transformers) == 0 || kernels.Transformers[0].Nodes == 0 {
 		t.Errorf("kernels/fp32: want the unrolled head's optimised sessions counted: %+v (%s)", r, r.Stats)
 	}
+	// the timing row of a pack converted with the head's residual stream fp16 (fp32 here: the
+	// pack and the row run, and stay out of the ratios)
+	if r := recs["timing/fp32/graph-head-stream-fp16/b2"]; r.Stats == nil {
+		t.Errorf("stream timing row not measured: %+v", r)
+	} else {
+		checkIPS(t, "timing/fp32/graph-head-stream-fp16/b2", r.Stats, true)
+	}
 	if r := recs["energy-head"]; r.Skipped == "" {
 		t.Errorf("energy head: %+v", r)
 	}
@@ -145,7 +152,7 @@ func TestGPUMarTiny(t *testing.T) {
 	for _, w := range []string{"| official | fp32 |", "| official | bf16 autocast |", "| marspec | fp32 | graph | ",
 		"| marspec | fp32 | fused | ", "| marspec | fp32 | rolled | ", "| marspec | fp32 | graph+cache | ",
 		"| marspec | fp16 | graph | skipped [", "Tiny sizes on the CPU", "fp16 vs fp32: skipped", "replayed as CUDA graphs vs not",
-		"head share", "| done |"} {
+		"head share", "| done |", "the replayed head with its residual stream fp16", "with the default stream ("} {
 		if !strings.Contains(report, w) {
 			t.Errorf("report lacks %q:\n%s", w, report)
 		}
