@@ -91,6 +91,19 @@ def width_read_by_weight(value, consts, readers):
     return None
 
 
+def unit_norm(model, consts, width):
+    """The names of a unit weight and a zero bias of width, for a LayerNormalization without
+    affine terms: made once per width, in the outer graph, where half_pack.py looks for weights
+    (both loop bodies read them)."""
+    scale, bias = f"layernorm/unit{width}", f"layernorm/zero{width}"
+    if scale not in consts:
+        added = [numpy_helper.from_array(np.ones(width, np.float32), scale),
+                 numpy_helper.from_array(np.zeros(width, np.float32), bias)]
+        model.graph.initializer.extend(added)
+        consts[scale], consts[bias] = added
+    return scale, bias
+
+
 def fuse_norms(model):
     """Replaces each decomposed LayerNorm over a last axis of known size with one
     LayerNormalization node; returns how many (per graph: a norm inside both loop bodies
@@ -131,12 +144,7 @@ def fuse_norms(model):
             if width is None or any(len(readers.get(n.output[0], [])) != (2 if n is sub else 1) for n in inner):
                 continue  # width unknown, or an intermediate value read elsewhere: leave it
             tag = div.output[0]
-            scale, bias = f"{tag}/ln_scale", f"{tag}/ln_bias"
-            if scale not in consts:  # in the outer graph, where half_pack.py looks for weights (both bodies read it)
-                added = [numpy_helper.from_array(np.ones(width, np.float32), scale),
-                         numpy_helper.from_array(np.zeros(width, np.float32), bias)]
-                model.graph.initializer.extend(added)
-                consts[scale], consts[bias] = added
+            scale, bias = unit_norm(model, consts, width)
             ln = helper.make_node("LayerNormalization", [sub.input[0], scale, bias], [tag], name=f"{tag}/ln",
                                   axis=-1, epsilon=eps)
             div.CopyFrom(ln)
@@ -254,10 +262,7 @@ def lean_guidance(model):
         if body is g:
             continue
         made = {o: n for n in body.node for o in n.output}
-        reads = {}
-        for n in body.node:
-            for i in n.input:
-                reads[i] = reads.get(i, 0) + 1
+        readers = body_readers(body)
         drop, add = set(), {}
         for add_node in body.node:
             if add_node.op_type != "Add":
@@ -272,7 +277,7 @@ def lean_guidance(model):
             if not (c_slice is not None and u_slice is not None and c_slice.op_type == u_slice.op_type == "Slice"
                     and c_slice.input[0] == u_slice.input[0]):
                 continue
-            if [reads.get(v, 0) for v in (c_slice.output[0], u, sub.output[0], m)] != [1, 2, 1, 1]:
+            if [len(readers.get(v, [])) for v in (c_slice.output[0], u, sub.output[0], m)] != [1, 2, 1, 1]:
                 continue  # a value the replaced nodes make is read elsewhere too
             if not any(n.output[0] == SAMPLER + "guide" for n in outer):  # G [N, 2N]: row r takes cfg_r of cond row r and 1 - cfg_r of uncond row r
                 rows = helper.make_node("Shape", [cfg], [SAMPLER + "shape"], start=0, end=1)
@@ -314,12 +319,16 @@ def body_readers(body):
     return readers
 
 
-def resolve_identity(body, name):
-    """The tensor an Identity chain in body reads (random packs' equal weights alias each other)."""
-    made = {n.output[0]: n for n in body.node if n.op_type == "Identity"}
-    while name in made:
-        name = made[name].input[0]
-    return name
+def identity_sources(body):
+    """A function giving the tensor an Identity chain in body reads (random packs' equal
+    weights alias each other)."""
+    alias = {n.output[0]: n.input[0] for n in body.node if n.op_type == "Identity"}
+
+    def source(name):
+        while name in alias:
+            name = alias[name]
+        return name
+    return source
 
 
 def loop_stack_splits(model):
@@ -340,9 +349,11 @@ def loop_stack_splits(model):
 def modulated_gemms(body, pieces, consts):
     """The blocks of body whose modulated norm goes straight into a Gemm:
     Gemm(Add(Mul(LayerNorm(x), scale), shift)) with scale and shift pieces of the stack, by
-    (scale, shift): their LayerNorm, Mul, Add and Gemm nodes."""
+    (scale, shift): their LayerNorm, Mul, Add and Gemm nodes, and the Gemm's weight and the
+    norm's weight and bias as the tensors they alias."""
     made = {o: n for n in body.node for o in n.output}
     readers = body_readers(body)
+    source = identity_sources(body)
     found = {}
     for add in body.node:
         if add.op_type != "Add":
@@ -360,15 +371,13 @@ def modulated_gemms(body, pieces, consts):
         if len(gemms) != 1 or gemms[0].op_type != "Gemm" or gemms[0].input[0] != add.output[0]:
             continue
         gemm = gemms[0]
+        w, gamma, beta = source(gemm.input[1]), source(ln.input[1]), source(ln.input[2])
         if attr(gemm, "transA", 0) or attr(gemm, "alpha", 1.0) != 1.0 or attr(gemm, "beta", 1.0) != 1.0 \
-                or resolve_identity(body, gemm.input[1]) not in consts:
+                or any(c not in consts for c in (w, gamma, beta)):
             continue
         if any(len(readers.get(n.output[0], [])) != 1 for n in (ln, mul)):
             continue
-        gamma, beta = (resolve_identity(body, i) for i in ln.input[1:])
-        if gamma not in consts or beta not in consts:
-            continue
-        found[(scale, shift)] = (ln, mul, add, gemm, gamma, beta)
+        found[(scale, shift)] = (ln, mul, add, gemm, w, gamma, beta)
     return found
 
 
@@ -401,11 +410,11 @@ def fold_modulation(model, folds_into=lambda gemm: True):
     for body, split, _ in splits:
         sizes = numpy_helper.to_array(consts[split.input[1]]).astype(np.int64)
         widths.update(zip(split.output, sizes))
-    folded, dropped, units = 0, set(), {}
+    folded, dropped = 0, set()
     for scale_name, shift_name in keys:
         blocks = [found[(scale_name, shift_name)] for found in per_body]
-        ln, mul, add, gemm, gamma, beta = blocks[0]
-        if any((b[3].input[1], b[4], b[5]) != (gemm.input[1], gamma, beta) for b in blocks[1:]) \
+        ln, mul, add, gemm, w, gamma, beta = blocks[0]
+        if any(b[4:] != (w, gamma, beta) for b in blocks[1:]) \
                 or not all(folds_into(b[3]) for b in blocks):
             continue
         scale_outer = made.get(cat.input[pieces.index(scale_name)])  # 1 + scale piece
@@ -427,7 +436,7 @@ def fold_modulation(model, folds_into=lambda gemm: True):
         starts = np.concatenate([[0], np.cumsum(sizes)])
         rows = lambda k: slice(starts[k], starts[k + 1])
         k_sc, k_sh = list(split_outer.output).index(scale_outer.input[0]), list(split_outer.output).index(shift_outer)
-        w1 = numpy_helper.to_array(consts[resolve_identity(splits[0][0], gemm.input[1])]).astype(np.float64)
+        w1 = numpy_helper.to_array(consts[w]).astype(np.float64)
         w1 = w1 if attr(gemm, "transB", 0) else w1.T  # [out, in]
         b1 = numpy_helper.to_array(consts[gemm.input[2]]).astype(np.float64).reshape(-1) if len(gemm.input) > 2 \
             else np.zeros(w1.shape[0])
@@ -457,10 +466,8 @@ def fold_modulation(model, folds_into=lambda gemm: True):
         scale_outer.input[1] = weight("folded_one", ga * k1)
         if new_sizes[k_sh] != sizes[k_sh]:
             widths[shift_name] = new_sizes[k_sh]
-        if ga.size not in units:  # one unit weight and zero bias per width, for every folded norm
-            units[ga.size] = (weight("unit", np.ones(ga.size)), weight("zero", np.zeros(ga.size)))
-        unit, zero = units[ga.size]
-        for b_ln, b_mul, b_add, b_gemm, _, _ in blocks:
+        unit, zero = unit_norm(model, consts, ga.size)
+        for b_ln, b_mul, b_add, b_gemm, *_ in blocks:
             b_ln.input[1], b_ln.input[2] = unit, zero
             b_gemm.input[:] = [b_mul.output[0], b_gemm.input[1], shift_name]
             dropped.add(id(b_add))
