@@ -171,6 +171,19 @@ class Run:
             self.made[name] = folder
         return self.made[name]
 
+    def half_copy(self, name, source, stream, steps=None):
+        """work/name: a copy of pack source with its fp16 graphs made by half_pack.py with the
+        head's residual stream `stream`, then unrolled (for steps, else the pack's own count);
+        made once per run."""
+        a = self.args
+
+        def make(out):
+            py = {"PYTHONWARNINGS": "ignore"}
+            shutil.rmtree(out, ignore_errors=True)  # half_pack.py --out wants a new folder
+            self.command([a.python, os.path.join(SCRIPTS, "packs", "half_pack.py"), source, "--out", out, "--head-stream", stream], py)
+            self.command([a.python, os.path.join(SCRIPTS, "packs", "unroll_head.py"), out, *(["--steps", str(steps)] if steps else [])], py)
+        return self.once(name, make)
+
     def generated(self, name, argv, env=None):
         """Images of `marspec generate ARGV` in work/name, generated once per run."""
         return self.once(name, lambda out: self.marspec(
@@ -322,17 +335,8 @@ class Run:
         GPU runs it by default): random MAR-B's tokens reach 1.7e5 (its eps does not predict the
         noise), so its images say little about fp16 on a real checkpoint. With the head's
         residual stream fp32 (the default) and fp16 (half_pack.py --head-stream fp16)."""
-        a = self.args
-
-        def convert(out, stream):
-            py = {"PYTHONWARNINGS": "ignore"}
-            shutil.rmtree(out, ignore_errors=True)  # half_pack.py --out wants a new folder
-            self.command([a.python, os.path.join(SCRIPTS, "packs", "half_pack.py"), os.path.join(ROOT, "models", "target"),
-                          "--out", out, "--head-stream", stream], py)
-            self.command([a.python, os.path.join(SCRIPTS, "packs", "unroll_head.py"), out], py)
-
         def pack(stream):
-            return self.once(f"target-fp16-stream-{stream}", lambda out: convert(out, stream))
+            return self.half_copy(f"target-fp16-stream-{stream}", os.path.join(ROOT, "models", "target"), stream)
 
         def images(p, precision):
             return self.generated(f"trained-{os.path.basename(p)}-{precision}",
@@ -346,7 +350,7 @@ class Run:
                 reference = images(pack("fp32"), "fp32")  # the fp32 graphs are the same in both packs
                 return {"stats": compare_folders(reference, images(pack(stream), "fp16"))}
             self.measure(f"parity/trained-fp16-vs-fp32/stream-{stream}", fn)
-        if a.tiny:  # the packs, the images and the comparison, where fp16 cannot run: fp32 of both packs
+        if self.args.tiny:  # the packs, the images and the comparison, where fp16 cannot run: fp32 of both packs
             self.measure("parity/check-trained-packs", lambda: {"stats": compare_folders(
                 images(pack("fp32"), "fp32"), images(pack("fp16"), "fp32"))})
 
@@ -360,14 +364,7 @@ class Run:
         plumbing."""
         a = self.args
         precision = self.fast()
-
-        def convert(out):
-            py = {"PYTHONWARNINGS": "ignore"}
-            shutil.rmtree(out, ignore_errors=True)  # half_pack.py --out wants a new folder
-            self.command([a.python, os.path.join(SCRIPTS, "packs", "half_pack.py"), a.pack, "--out", out, "--head-stream", "fp16"], py)
-            self.command([a.python, os.path.join(SCRIPTS, "packs", "unroll_head.py"), out, "--steps", str(a.steps)], py)
-
-        self.marspec_row(precision, "graph", a.batches[1], pack=lambda: self.once("pack-head-stream-fp16", convert),
+        self.marspec_row(precision, "graph", a.batches[1], pack=lambda: self.half_copy("pack-head-stream-fp16", a.pack, "fp16", a.steps),
                          key=f"timing/{precision}/graph-head-stream-fp16/b{a.batches[1]}")
 
     def stage_kernels(self):
