@@ -16,6 +16,8 @@ exact form the Go sampler reproduces bit for bit; an fp16 graph is held to a tol
   hoisted modulation Gemm with composed weights and enters the block's Gemm as its C.
 - lean_sampler: the schedule's coefficients are combined once per call; for a pack that never
   clips x0 the posterior step collapses to A x_t - B eps.
+- skip_norms (on the converted graph): each residual sum and the norm reading it become one
+  SkipLayerNormalization, ONNX Runtime's own operator.
 Every change is exact in real arithmetic; only float32 rounding moves
 (scripts/tests/half_head_test.go).
 Needs only the onnx and numpy packages.
@@ -562,4 +564,45 @@ def lean_sampler(model, clip_x0):
         saved = len(body.node) - len(kept)
         del body.node[:]
         body.node.extend(kept)
+    return saved
+
+
+MS_DOMAIN = "com.microsoft"
+
+
+def skip_norms(model):
+    """In each loop body: a residual Add whose sum a LayerNormalization reads, and the norm, become
+    one SkipLayerNormalization (an ONNX Runtime operator, com.microsoft; its CPU and CUDA kernels
+    take 2-D rows), which hands on the normalised sum and the sum itself: one node fewer per block
+    after the first and for the final layer. The same arithmetic: the sum in the residual
+    stream's type, normalised in fp32. Run on the converted graph (the onnx checker and shape
+    inference do not know the operator). Returns the nodes saved per step of one body."""
+    consts = constant_tensors(model)
+    saved = 0
+    for body in loop_weights.loop_bodies(model):
+        made = {o: n for n in body.node for o in n.output}
+        readers = body_readers(body)
+        order = {id(n): k for k, n in enumerate(body.node)}
+        drop = set()
+        for ln in body.node:
+            add = made.get(ln.input[0]) if ln.op_type == "LayerNormalization" else None
+            if add is None or add.op_type != "Add" or len(ln.input) < 2 or attr(ln, "axis", -1) != -1 \
+                    or any(i in consts or i not in made for i in add.input) or len(ln.output) != 1:
+                continue  # a sum with a constant may broadcast; SkipLayerNormalization's skip may not
+            others = [r for r in readers.get(add.output[0], []) if r is not ln]
+            if any(order[id(r)] < order[id(ln)] for r in others):
+                continue  # the sum would be read before the fused node makes it
+            keep_sum = others or add.output[0] in {o.name for o in body.output}
+            inputs = list(ln.input[:3])
+            ln.CopyFrom(helper.make_node("SkipLayerNormalization", [add.input[0], add.input[1], *inputs[1:]],
+                                         [ln.output[0], "", "", add.output[0]] if keep_sum else [ln.output[0]],
+                                         name=f"{ln.output[0]}/skip_ln", domain=MS_DOMAIN,
+                                         epsilon=attr(ln, "epsilon", 1e-5)))
+            drop.add(id(add))
+        kept = [n for n in body.node if id(n) not in drop]
+        saved = len(body.node) - len(kept)
+        del body.node[:]
+        body.node.extend(kept)
+    if saved and not any(o.domain == MS_DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
     return saved

@@ -2,7 +2,7 @@
 (docs/gpu.md, "Half precision"; docs/model-pack.md, "precisions").
 
   /usr/bin/python3 scripts/packs/half_pack.py PACK [--out DIR] [--min-dim 64] [--keep REGEX] [--head-stream fp32|fp16]
-                                               [--cpu-check DIR]
+                                               [--plain-norms] [--cpu-check DIR]
 
 Without --out the variants are written into PACK; with --out, PACK is copied to DIR first
 (DIR must not exist) and PACK is left alone. For transformer.onnx, head.onnx, the fused head
@@ -29,6 +29,9 @@ reads them as before; inside, the rules are torch.autocast's (what a MAR user ru
   halves, each AdaLN shift folded into its block's Gemm and the schedule's coefficients
   combined once per call (half_head.py, which also writes a norm the exporter spelled out as
   seven nodes as one LayerNormalization; docs/gpu.md counts the nodes per step);
+- in the fused head, each residual sum and the norm that reads it become one of ONNX Runtime's
+  own SkipLayerNormalization nodes (com.microsoft; --plain-norms keeps the two ONNX nodes, for
+  a build of ONNX Runtime without its own operators);
 - a weight with fewer than --min-dim input or output channels stays fp32 (the 16-dim token
   projections in, the 2D-wide final projection out: their compute is negligible while their
   error lands directly on the tokens or on epsilon); --keep names more MatMul/Gemm to keep;
@@ -363,6 +366,9 @@ def main(argv):
     ap.add_argument("--head-stream", choices=("fp32", "fp16"), default="fp32",
                     help="the head's residual stream: fp32 (any head) or fp16 (a trained head: as MAR's own training and "
                          "evaluation run it under fp16 autocast; two Casts fewer per block and diffusion step)")
+    ap.add_argument("--plain-norms", action="store_true",
+                    help="keep each residual sum and its norm as two ONNX nodes in the fused head, for an ONNX Runtime "
+                         "built without its own operators (com.microsoft); default: one SkipLayerNormalization")
     ap.add_argument("--cpu-check", metavar="DIR", help="also write DIR (must not exist): the pack with the CPU emulation of its fp16 graphs as its own graphs, for tests")
     args = ap.parse_args(argv)
     pack = args.pack
@@ -394,6 +400,8 @@ def main(argv):
                   (f"; sampler float32, {casts} Cast(s) dropped; per step: guidance {leaner} node(s) fewer (guided), "
                    f"{folded} modulation shift(s) into their Gemm, sampler {sampler} node(s) fewer" if loop else ""))
         lowered, kept, fp16_values = half_model(model, args.min_dim, keep, fp16_stream=stream)
+        if loop and not args.plain_norms:  # after the conversion, whose checks do not know ONNX Runtime's own operators
+            print(f"{file}: per step: {half_head.skip_norms(model)} residual sum(s) and norm(s) made one node")
         if args.cpu_check:
             checks[file] = cpu_check_model(model, fp16_values)  # a copy: model stays the fp16 graph
         return lowered, kept

@@ -138,8 +138,9 @@ def inline_loop(loop, steps, suffix, ranks):
             m.name = f"{n.name}{tag}" if n.name else ""
             m.input[:] = [names.get(i, i) for i in n.input]
             for k, o in enumerate(n.output):
-                names[o] = f"{o}{tag}"
-                m.output[k] = names[o]
+                if o:  # an optional output left out stays unnamed
+                    names[o] = f"{o}{tag}"
+                    m.output[k] = names[o]
             nodes.append(m)
         carried = [names.get(o, o) for o in body_outs[1:1 + n_carried]]
         for k, o in enumerate(scan_outs):

@@ -18,7 +18,7 @@ const foldTolerance = 1e-4
 
 // foldVariants writes two copies of pack whose head_loop.onnx is the fused head as half_pack.py
 // prepares it for fp16 (one norm node, float32 sampler, guidance MatMul), still float32: plain,
-// and folded (fold_modulation and lean_sampler on top). Both get the same LayerNorm weights and
+// and folded (fold_modulation, lean_sampler and skip_norms on top). Both get the same LayerNorm weights and
 // biases drawn far from 1 and 0, where the packs' own sit close to them, so a fold that loses
 // either cannot hide under the tolerance.
 const foldVariants = `
@@ -43,7 +43,8 @@ for dst, fold in ((plain, False), (folded, True)):
     model = onnx.ModelProto()
     model.CopyFrom(m)
     if fold:
-        print("folded", half_head.fold_modulation(model), "blocks; sampler", half_head.lean_sampler(model, clip), "nodes fewer per step")
+        print("folded", half_head.fold_modulation(model), "blocks; sampler", half_head.lean_sampler(model, clip), "nodes fewer per step;",
+              half_head.skip_norms(model), "residual sums into their norm")
     loop_weights.into_bodies(model)
     shutil.copytree(src, dst)
     onnx.save(model, os.path.join(dst, "head_loop.onnx"))
@@ -51,7 +52,8 @@ for dst, fold in ((plain, False), (folded, True)):
 
 // TestHalfHeadFoldsExact checks the algebra of half_head.py's folds apart from fp16: the AdaLN
 // shift folded into each block's Gemm and the schedule's coefficients combined per call
-// (the posterior step collapsed where a pack never clips x0) give the unfolded fused head's
+// (the posterior step collapsed where a pack never clips x0), and each residual sum made with
+// its norm by one SkipLayerNormalization (ONNX Runtime's CPU kernel here) give the unfolded fused head's
 // tokens within foldTolerance, guided, on the CI pack of MAR-B's layout (never clips) and on the
 // embedded target (clips x0).
 func TestHalfHeadFoldsExact(t *testing.T) {

@@ -38,7 +38,8 @@ const (
 )
 
 // TestHalfPack makes the fp16 graphs of a copy of the embedded target (transformer, cached
-// transformer, head, fused head) with their CPU emulation (--cpu-check), and checks:
+// transformer, head, fused head) with their CPU emulation (--cpu-check) and --plain-norms (no
+// SkipLayerNormalization left in the fused head), and checks:
 // the manifest entry and the sizes; that marspec's pack API refuses to open them on the CPU
 // (cmd/marspec's TestPrecisionFP16Refused: the commands); that the fp16 graphs themselves, run by ONNX
 // Runtime's CPU provider (which casts their fp16 nodes back to fp32), and the emulation (which
@@ -51,7 +52,12 @@ func TestHalfPack(t *testing.T) {
 	lib := ortLib(t)
 	dir := t.TempDir()
 	pack, check := filepath.Join(dir, "pack"), filepath.Join(dir, "check")
-	halfPack(t, filepath.Join(repoRoot, "models", "target"), "--out", pack, "--cpu-check", check)
+	// --plain-norms here (ONNX nodes only); the other conversions below test the default
+	halfPack(t, filepath.Join(repoRoot, "models", "target"), "--out", pack, "--cpu-check", check, "--plain-norms")
+	checkLoopBodies(t, pack, `
+    skips = [n.name for n in body.node if n.domain or n.op_type == "SkipLayerNormalization"]
+    assert not skips, (body.name, "--plain-norms, yet ONNX Runtime's own operators:", skips)
+`)
 	man, err := mar.LoadManifest(pack)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +116,8 @@ func TestHalfPack(t *testing.T) {
 // 16-wide token projections and the head's final projection (32 wide here, 2D = 32 of MAR-B's
 // 1024) stay fp32. It checks the fused head's loop bodies hold what half_head.py promises (no
 // float64 value, no norm written out as seven nodes, no AdaLN shift added per step but the
-// final layer's, whose Gemm stays fp32, and no x0 clipping in this never-clipping pack), then
+// final layer's, whose Gemm stays fp32, each residual sum normalised by the SkipLayerNormalization
+// that makes it, and no x0 clipping in this never-clipping pack), then
 // compares the fp16 graphs and their emulation with the fp32 graphs, and guided images through
 // the fused head token by token, rolled, unrolled and through the fixed-address runner.
 func TestHalfPackMARLayout(t *testing.T) {
@@ -125,13 +132,22 @@ func TestHalfPackMARLayout(t *testing.T) {
     norms = [n.name for n in body.node if n.op_type in ("ReduceMean", "Pow", "Sqrt")]
     assert not norms, (body.name, "a norm written out:", norms)
     made = {o: n for n in body.node for o in n.output}
+    NORMS = ("LayerNormalization", "SkipLayerNormalization")
     def source(v):  # the node making v, through Casts
         n = made.get(v)
         return source(n.input[0]) if n is not None and n.op_type == "Cast" else n
+    def strip(v):  # the value a chain of Casts starts from
+        n = made.get(v)
+        return strip(n.input[0]) if n is not None and n.op_type == "Cast" else v
     modulated = {n.output[0] for n in body.node if n.op_type == "Mul" and any(
-        source(i) is not None and source(i).op_type == "LayerNormalization" for i in n.input)}
+        source(i) is not None and source(i).op_type in NORMS and source(i).output[0] == strip(i) for i in n.input)}
     shifts = [n.output[0] for n in body.node if n.op_type == "Add" and modulated & set(n.input)]
     assert len(shifts) == 1, (body.name, "AdaLN shifts added per step, want the final layer's only (its Gemm fp32):", shifts)
+    apart = [n.output[0] for n in body.node if n.op_type == "LayerNormalization" and made.get(n.input[0]) is not None
+             and made[n.input[0]].op_type == "Add"]
+    assert not apart, (body.name, "residual sums normalised by a node of their own:", apart)
+    skips = [n for n in body.node if n.op_type == "SkipLayerNormalization"]
+    assert len(skips) == 2, (body.name, "SkipLayerNormalization nodes:", len(skips), "want 2 (second block, final layer)")
     clips = [n.op_type for n in body.node if n.op_type in ("Min", "Max")]
     assert not clips, (body.name, "x0 clipped per step in a pack that never clips:", clips)
 `)
@@ -317,7 +333,9 @@ func TestHalfPackHeadStream(t *testing.T) {
 	}
 	checkLoopBodies(t, pack, `
     types = {v.name: v.type.tensor_type.elem_type for v in list(body.value_info) + list(body.input)}
+    # a SkipLayerNormalization's sum is unknown to ONNX's inference: its skip input says the type
     norms = [n.input[0] for n in body.node if n.op_type == "LayerNormalization"]
+    norms += [n.input[1] for n in body.node if n.op_type == "SkipLayerNormalization"]
     wide = [x for x in norms if types.get(x) != onnx.TensorProto.FLOAT16]
     assert norms and not wide, (body.name, "LayerNorm inputs not fp16:", wide)
 `)
@@ -325,6 +343,9 @@ func TestHalfPackHeadStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkEmulatedImages(t, pack, check)
+	// the fp16 graphs themselves, where ONNX Runtime's CPU provider has the kernels (its fp16
+	// SkipLayerNormalization among them) and casts the rest up: they must open and stay close too
+	checkEmulatedImages(t, pack, asOwnGraphs(t, pack, man.Precisions[mar.FP16]))
 }
 
 // checkEmulatedImages compares whole images of pack's fp32 graphs with those of check, the
