@@ -13,7 +13,8 @@ exact form the Go sampler reproduces bit for bit; an fp16 graph is held to a tol
 - lean_guidance: then guidance is one MatMul of the head's cond and uncond halves (kept fp32
   by half_pack.py).
 - fold_modulation: each block's AdaLN shift (with its norm's weight and bias) is made by the
-  hoisted modulation Gemm with composed weights and enters the block's Gemm as its C.
+  hoisted modulation Gemm with composed weights and enters the block's Gemm as its C; a layer
+  whose Gemm stays fp32 (MAR's final layer) reads its scale and shift from fp32 stacks of its own.
 - lean_sampler: the schedule's coefficients are combined once per call; for a pack that never
   clips x0 the posterior step collapses to A x_t - B eps.
 - skip_norms (on the converted graph): each residual sum and the norm reading it become one
@@ -240,6 +241,8 @@ def drop_same_type_casts(model):
 
 # Node names of the sampler arithmetic this file writes; half_pack.py keeps their MatMul in fp32.
 SAMPLER = "sampler/"
+# Names of other MatMul/Gemm nodes this file writes whose results feed an fp32 layer: kept fp32 too.
+FP32 = "fp32/"
 
 
 def lean_guidance(model):
@@ -389,9 +392,11 @@ def fold_modulation(model, folds_into=lambda gemm: True):
     where LayerNorm' has unit weight and zero bias, scale' = gamma (1 + scale) and
     shift' = (beta (1 + scale) + shift) W^T + b per row: both are linear in the AdaLN input u,
     so the hoisted modulation Gemm (run once per call for every step's rows) makes them with
-    composed weights, at no extra arithmetic. folds_into(gemm) says which Gemms may take the
-    per-row C (one that stays fp32 would need a Cast of it per step, no gain). Returns the nodes
-    saved per step of one body."""
+    composed weights, at no extra arithmetic. folds_into(gemm) says which Gemms run in the
+    stack's precision: the others (MAR's final layer, whose narrow Gemm stays fp32) get scale'
+    and shift' from stacks of their own, made by Gemms named FP32 so that they stay fp32, and
+    read a row of each per step: no Cast, no Split, no Add left in such a layer's step. Returns
+    the nodes saved per step of one body."""
     consts = constant_tensors(model)
     g = model.graph
     splits = loop_stack_splits(model)
@@ -408,16 +413,23 @@ def fold_modulation(model, folds_into=lambda gemm: True):
     cat = made.get(reshape.input[0]) if reshape is not None and reshape.op_type == "Reshape" else None
     if cat is None or cat.op_type != "Concat" or len(cat.input) != len(pieces):
         return 0
+    shape = made.get(reshape.input[1])
+    last = made.get(shape.input[-1]) if shape is not None and shape.op_type == "Concat" else None
+    if last is None or last.op_type != "Constant" or len(numpy_helper.to_array(attr(last, "value"))) != 2:
+        raise SystemExit("fold_modulation: the stack's shape is not Concat(steps, [-1, width])")
     widths = {}
     for body, split, _ in splits:
         sizes = numpy_helper.to_array(consts[split.input[1]]).astype(np.int64)
         widths.update(zip(split.output, sizes))
     folded, dropped = 0, set()
+    outer = []  # nodes making the stacks of layers whose Gemm stays fp32
+    own = {}  # piece name -> (its own stack, a value per body: that stack's row at the body's step)
+    superseded = set()  # outputs of the outer nodes that made those pieces
     for scale_name, shift_name in keys:
         blocks = [found[(scale_name, shift_name)] for found in per_body]
         ln, mul, add, gemm, w, gamma, beta = blocks[0]
-        if any(b[4:] != (w, gamma, beta) for b in blocks[1:]) \
-                or not all(folds_into(b[3]) for b in blocks):
+        in_stack = all(folds_into(b[3]) for b in blocks)
+        if any(b[4:] != (w, gamma, beta) for b in blocks[1:]) or (not in_stack and any(folds_into(b[3]) for b in blocks)):
             continue
         scale_outer = made.get(cat.input[pieces.index(scale_name)])  # 1 + scale piece
         shift_outer = cat.input[pieces.index(shift_name)]
@@ -450,7 +462,6 @@ def fold_modulation(model, folds_into=lambda gemm: True):
         w_sc, b_sc, w_sh, b_sh = w_mod[rows(k_sc)], b_mod[rows(k_sc)], w_mod[rows(k_sh)], b_mod[rows(k_sh)]
         new_w = {k_sc: ga[:, None] * w_sc, k_sh: w1 @ (be[:, None] * w_sc + w_sh)}
         new_b = {k_sc: ga * b_sc, k_sh: w1 @ (be * (k1 + b_sc) + b_sh) + b1}
-        new_sizes = [w1.shape[0] if k == k_sh else int(s) for k, s in enumerate(sizes)]
         tag = mod.output[0]
 
         def weight(name, value):
@@ -458,36 +469,68 @@ def fold_modulation(model, folds_into=lambda gemm: True):
             g.initializer.append(numpy_helper.from_array(value.astype(np.float32) if value.dtype.kind == "f" else value, f"{tag}/{name}"))
             return f"{tag}/{name}"
 
-        mod.input[1] = weight("folded_weight", np.concatenate([new_w.get(k, w_mod[rows(k)]) for k in range(len(sizes))]))
-        mod.input[2] = weight("folded_bias", np.concatenate([new_b.get(k, b_mod[rows(k)]) for k in range(len(sizes))]))
-        for a in list(mod.attribute):
-            if a.name == "transB":
-                mod.attribute.remove(a)
-        mod.attribute.append(helper.make_attribute("transB", 1))
-        split_outer.input[1] = weight("folded_sizes", np.array(new_sizes, np.int64))
-        scale_outer.input[1] = weight("folded_one", ga * k1)
-        if new_sizes[k_sh] != sizes[k_sh]:
-            widths[shift_name] = new_sizes[k_sh]
+        if in_stack:
+            new_sizes = [w1.shape[0] if k == k_sh else int(s) for k, s in enumerate(sizes)]
+            mod.input[1] = weight("folded_weight", np.concatenate([new_w.get(k, w_mod[rows(k)]) for k in range(len(sizes))]))
+            mod.input[2] = weight("folded_bias", np.concatenate([new_b.get(k, b_mod[rows(k)]) for k in range(len(sizes))]))
+            for a in list(mod.attribute):
+                if a.name == "transB":
+                    mod.attribute.remove(a)
+            mod.attribute.append(helper.make_attribute("transB", 1))
+            split_outer.input[1] = weight("folded_sizes", np.array(new_sizes, np.int64))
+            scale_outer.input[1] = weight("folded_one", ga * k1)
+            if new_sizes[k_sh] != sizes[k_sh]:
+                widths[shift_name] = new_sizes[k_sh]
+        else:  # own stacks, [steps, rows, width] as the shared one: the +1 goes into the scale's bias
+            for piece, k, bias in ((scale_name, k_sc, new_b[k_sc] + ga * k1), (shift_name, k_sh, new_b[k_sh])):
+                name = f"{tag}/own{k}"
+                outer += [helper.make_node("Gemm", [mod.input[0], weight(f"own{k}_weight", new_w[k]), weight(f"own{k}_bias", bias)],
+                                           [f"{name}/rows"], name=f"{FP32}{name}", transB=1),
+                          helper.make_node("Concat", [*shape.input[:-1], weight(f"own{k}_shape", np.array([-1, new_w[k].shape[0]], np.int64))],
+                                           [f"{name}/shape"], axis=0),
+                          helper.make_node("Reshape", [f"{name}/rows", f"{name}/shape"], [name])]
+                own[piece] = (name, [f"{name}/row_{body.name}" for body, _, _ in splits])
+            superseded.update(n.output[0] for n in (mod, split_outer, scale_outer))
         unit, zero = unit_norm(model, consts, ga.size)
-        for b_ln, b_mul, b_add, b_gemm, *_ in blocks:
+        for i, (b_ln, b_mul, b_add, b_gemm, *_) in enumerate(blocks):
             b_ln.input[1], b_ln.input[2] = unit, zero
-            b_gemm.input[:] = [b_mul.output[0], b_gemm.input[1], shift_name]
+            if in_stack:
+                b_gemm.input[:] = [b_mul.output[0], b_gemm.input[1], shift_name]
+            else:
+                b_mul.input[:] = [own[scale_name][1][i] if v == scale_name else v for v in b_mul.input]
+                b_gemm.input[:] = [b_mul.output[0], b_gemm.input[1], own[shift_name][1][i]]
             dropped.add(id(b_add))
         folded += 1
-    for body, _, _ in splits:  # rebuilt once at the end: extend copies, the nodes held above would go stale
-        kept = [n for n in body.node if id(n) not in dropped]
+    for i, (body, split, _) in enumerate(splits):  # rebuilt once, before the outer graph: extend copies, the nodes held above would go stale
+        it = body.input[0].name
+        rows = [helper.make_node("Gather", [stack_name, it], [row_names[i]], axis=0) for stack_name, row_names in own.values()]
+        kept = rows + [n for n in body.node if id(n) not in dropped]
         del body.node[:]
         body.node.extend(kept)
-    total = sum(int(widths[p]) for p in pieces)
-    before = int(sum(numpy_helper.to_array(consts[splits[0][1].input[1]])))
-    if total != before:  # a shift piece that became narrower (the final layer's: W is 2D wide) changes the stack's width
+    kept_pieces = [p for p in pieces if p not in own]
+    if own:  # the shared stack no longer carries those pieces, nor their modulation Gemm its rows
+        cat.input[:] = [v for v, p in zip(cat.input, pieces) if p not in own]
+        outputs = {o.name for o in g.output}
+        while True:  # the Gemm, Split and 1 + scale that made those pieces, once nothing reads them
+            read = {i for sg in all_graphs(g) for n in sg.node for i in n.input} | outputs
+            nodes = list(g.node)
+            unread = [n.output[0] in superseded and not read & set(n.output) for n in nodes]
+            if not any(unread):
+                break
+            del g.node[:]
+            g.node.extend(n for n, gone in zip(nodes, unread) if not gone)
+        at = next(i for i, n in enumerate(g.node) if n.op_type == "If")
+        nodes = list(g.node[:at]) + outer + list(g.node[at:])
+        del g.node[:]
+        g.node.extend(nodes)
+    total = sum(int(widths[p]) for p in kept_pieces)
+    before = int(numpy_helper.to_array(attr(last, "value"))[1])
+    if total != before or own:  # a shift piece narrower than its norm (W 2D wide: a final layer in the stack), or pieces gone
         for _, split, _ in loop_stack_splits(model):
             split.input[1] = f"{stack}/folded_sizes"
-        g.initializer.append(numpy_helper.from_array(np.array([int(widths[p]) for p in pieces], np.int64), f"{stack}/folded_sizes"))
-        shape = made.get(reshape.input[1])
-        last = made.get(shape.input[-1]) if shape is not None and shape.op_type == "Concat" else None
-        if last is None or last.op_type != "Constant" or list(numpy_helper.to_array(attr(last, "value"))) != [-1, before]:
-            raise SystemExit("fold_modulation: the stack's shape is not Concat(steps, [-1, width])")
+            split.output[:] = [p for p in split.output if p not in own]
+        g.initializer.append(numpy_helper.from_array(np.array([int(widths[p]) for p in kept_pieces], np.int64), f"{stack}/folded_sizes"))
+        shape = next(n for n in g.node if n.output[0] == shape.output[0])  # the node as rebuilt above
         shape.input[-1] = f"{stack}/folded_shape"
         g.initializer.append(numpy_helper.from_array(np.array([-1, total], np.int64), f"{stack}/folded_shape"))
     return folded

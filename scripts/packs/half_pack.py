@@ -128,7 +128,7 @@ def runs_in_half(node, weights, min_dim, keep, fp16_stream):
     product of two activations always does."""
     w = node.input[1]
     label = node.name or node.output[0]
-    if label.startswith(half_head.SAMPLER):  # the fused head's guidance: sampler arithmetic, fp32
+    if label.startswith((half_head.SAMPLER, half_head.FP32)):  # the fused head's guidance, and what feeds an fp32 layer
         return False
     if keep and keep.search(label):
         return False

@@ -115,8 +115,9 @@ func TestHalfPack(t *testing.T) {
 // defaults, its width-32 layers (the final layer's modulation among them) turn fp16, and its
 // 16-wide token projections and the head's final projection (32 wide here, 2D = 32 of MAR-B's
 // 1024) stay fp32. It checks the fused head's loop bodies hold what half_head.py promises (no
-// float64 value, no norm written out as seven nodes, no AdaLN shift added per step but the
-// final layer's, whose Gemm stays fp32, each residual sum normalised by the SkipLayerNormalization
+// float64 value, no norm written out as seven nodes, no AdaLN shift added per step (the final
+// layer's, whose Gemm stays fp32, read from an fp32 stack of its own), each residual sum
+// normalised by the SkipLayerNormalization
 // that makes it, and no x0 clipping in this never-clipping pack), then
 // compares the fp16 graphs and their emulation with the fp32 graphs, and guided images through
 // the fused head token by token, rolled, unrolled and through the fixed-address runner.
@@ -142,7 +143,10 @@ func TestHalfPackMARLayout(t *testing.T) {
     modulated = {n.output[0] for n in body.node if n.op_type == "Mul" and any(
         source(i) is not None and source(i).op_type in NORMS and source(i).output[0] == strip(i) for i in n.input)}
     shifts = [n.output[0] for n in body.node if n.op_type == "Add" and modulated & set(n.input)]
-    assert len(shifts) == 1, (body.name, "AdaLN shifts added per step, want the final layer's only (its Gemm fp32):", shifts)
+    assert not shifts, (body.name, "AdaLN shifts added per step:", shifts)
+    own = [n.output[0] for n in body.node if n.op_type == "Gemm" and len(n.input) == 3
+           and made.get(n.input[2]) is not None and made[n.input[2]].op_type == "Gather"]
+    assert len(own) == 1, (body.name, "Gemms taking their shift from a stack of their own:", own, "want the final layer's (fp32)")
     apart = [n.output[0] for n in body.node if n.op_type == "LayerNormalization" and made.get(n.input[0]) is not None
              and made[n.input[0]].op_type == "Add"]
     assert not apart, (body.name, "residual sums normalised by a node of their own:", apart)
