@@ -357,7 +357,7 @@ class Run:
     def stage_stream(self):
         """What a node costs on the device, in a controlled pair: the replayed head at batch 8 with
         the head's residual stream fp16 (half_pack.py --head-stream fp16: MAR-B's fused head has 61
-        nodes per guided step instead of 71, the 12 Casts gone, nothing else changed), beside the
+        nodes per guided step instead of 71: ten Casts fewer, nothing else changed), beside the
         ratio stage's row of the default pack. A random head's tokens outgrow fp16 there (NaN),
         which changes no kernel's work: a timing row only, kept out of the ratios (its key is not
         a marspec row's). On the CPU (fp16 refused) the same row at fp32 checks the pack and the

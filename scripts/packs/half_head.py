@@ -617,9 +617,10 @@ def skip_norms(model):
     """In each loop body: a residual Add whose sum a LayerNormalization reads, and the norm, become
     one SkipLayerNormalization (an ONNX Runtime operator, com.microsoft; its CPU and CUDA kernels
     take 2-D rows), which hands on the normalised sum and the sum itself: one node fewer per block
-    after the first and for the final layer. The same arithmetic: the sum in the residual
-    stream's type, normalised in fp32. Run on the converted graph (the onnx checker and shape
-    inference do not know the operator). Returns the nodes saved per step of one body."""
+    after the first and for the final layer. The same arithmetic, normalised in fp32; with an
+    fp16 stream the kernel may normalise the sum before rounding it, where the two nodes round
+    first. Run on the converted graph (the onnx checker and shape inference do not know the
+    operator). Returns the nodes saved per step of one body."""
     consts = constant_tensors(model)
     saved = 0
     for body in loop_weights.loop_bodies(model):
