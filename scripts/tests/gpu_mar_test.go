@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -213,4 +214,22 @@ func readMarRecords(t *testing.T, path string) map[string]marRecord {
 		out[r.Key] = r
 	}
 	return out
+}
+
+// TestGPUMarPlainNormsFallback: were ONNX Runtime's SkipLayerNormalization (in every fp16 fused
+// head) to fail on the lent device, the device script makes the pack's fp16 graphs again with
+// half_pack.py --plain-norms, once, and runs its ratio rows again (test_gpu_plain_norms.py, with
+// stand-in rows failing as a device would); another failure converts nothing.
+func TestGPUMarPlainNormsFallback(t *testing.T) {
+	needTorch(t)
+	pack := filepath.Join(t.TempDir(), "pack")
+	halfPack(t, randomPack(t, "ci_target", ""), "--out", pack)
+	if out, err := exec.Command(python, tool("packs", "unroll_head.py"), pack, "--steps", "100").CombinedOutput(); err != nil {
+		t.Fatalf("unroll_head.py: %v\n%s", err, out)
+	}
+	out, err := exec.Command(python, "test_gpu_plain_norms.py", pack, filepath.Join(t.TempDir(), "out")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("test_gpu_plain_norms.py: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
 }
