@@ -14,15 +14,13 @@ type TokenNoise struct {
 // NewTokenNoise draws the noise of one token position.
 func NewTokenNoise(seed uint64, image, pos, steps, dim int) *TokenNoise {
 	rng := rand.New(rand.NewPCG(seed^0x6a09e667f3bcc908, uint64(image)<<20|uint64(pos)))
-	n := &TokenNoise{XT: make([]float64, dim), Eps: make([][]float64, steps)}
-	for i := range n.XT {
-		n.XT[i] = rng.NormFloat64()
+	all := make([]float64, (steps+1)*dim) // x_T, then each step's epsilon: the order they are drawn in
+	for i := range all {
+		all[i] = rng.NormFloat64()
 	}
+	n := &TokenNoise{XT: all[:dim:dim], Eps: make([][]float64, steps)}
 	for s := range n.Eps {
-		n.Eps[s] = make([]float64, dim)
-		for i := range n.Eps[s] {
-			n.Eps[s][i] = rng.NormFloat64()
-		}
+		n.Eps[s] = all[(s+1)*dim : (s+2)*dim : (s+2)*dim]
 	}
 	return n
 }

@@ -293,8 +293,7 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoi
 		where := make([][2]int, 0, b*size)
 		for i := 0; i < b; i++ {
 			for _, pos := range orders[i][known : known+size] {
-				row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale,
-					Noise: diffusion.NewTokenNoise(opt.Seed, first+i, pos, steps, D)}
+				row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale}
 				if guided {
 					row.ZUncond = zu[(i*L+pos)*W : (i*L+pos+1)*W]
 				}
@@ -302,6 +301,9 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoi
 				where = append(where, [2]int{i, pos})
 			}
 		}
+		drawNoise(rows, func(r int) *diffusion.TokenNoise {
+			return diffusion.NewTokenNoise(opt.Seed, first+where[r][0], where[r][1], steps, D)
+		})
 		x0 := Rows(len(rows), D)
 		if err := den.Run(rows, x0, nil); err != nil {
 			return nil, err

@@ -172,8 +172,7 @@ func (s *Stepper) Step() ([]StepResult, error) {
 			sampler: opt.Sampler, eta: opt.Eta}
 		scale := CFGScale(opt, im.known+size, L)
 		for _, pos := range im.order[im.known : im.known+size] {
-			row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale,
-				Noise: diffusion.NewTokenNoise(opt.Seed, im.job.Index, pos, steps, D)}
+			row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale}
 			if key.guided {
 				row.ZUncond = zu[(i*L+pos)*W : (i*L+pos+1)*W]
 			}
@@ -187,6 +186,10 @@ func (s *Stepper) Step() ([]StepResult, error) {
 			return nil, err
 		}
 		rows := groups[key]
+		drawNoise(rows, func(r int) *diffusion.TokenNoise {
+			w := where[key][r]
+			return diffusion.NewTokenNoise(w.img.job.Options.Seed, w.img.job.Index, w.pos, key.steps, D)
+		})
 		x0 := Rows(len(rows), D)
 		if err := den.Run(rows, x0, nil); err != nil {
 			return nil, err
