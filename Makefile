@@ -62,7 +62,7 @@ fixtures:
 
 # The GPU path (docs/gpu.md). gpu-setup: ONNX Runtime's GPU build from npm into
 # third_party/onnxruntime-gpu; gpu-parts: the same in parts of at most 40 MiB, for a machine
-# that cannot reach npm. gpu-bench: issue 40's GPU run (8 minutes) into out/gpu-bench/gpu-mar.md;
+# that cannot reach npm. gpu-bench: the MAR-B GPU run against the official code (8 minutes) into out/gpu-bench/gpu-mar.md;
 # gpu-bench-tiny: the same script on the CPU at tiny sizes. official-packs: random-weight
 # MAR-B/L/H packs (with KL-16 decoders) in out/packs, for timing; several GB, never committed.
 gpu-setup:

@@ -2,7 +2,7 @@
 # The GPU numbers in one command (docs/gpu.md says how to run it on a lent GPU).
 #
 #   bash scripts/gpu/gpu_bench.sh [--device cuda:N] [--official DIR] [gpu_mar.py options]
-#                              issue 40's run, at most MARSPEC_GPU_MINUTES (8) minutes from the
+#                              the MAR-B run, at most MARSPEC_GPU_MINUTES (8) minutes from the
 #                              start of this script: random MAR-B at num_iter 64, 100 steps, cfg
 #                              2.9, batch 1, 8, 64; the official code in fp32 and under bf16
 #                              autocast; marspec fp32 and fp16 with the per-step head, the fused

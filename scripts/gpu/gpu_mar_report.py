@@ -1,5 +1,5 @@
 """OUT/gpu-mar.md of scripts/gpu/gpu_mar.py: the section for docs/ (the card's name, images/s
-per side, precision, head path and batch, the head's share, the ratios issue 40 aims at, fp16
+per side, precision, head path and batch, the head's share, the ratios aimed at, fp16
 parity, and each stage's budget and use). Rewritten after every result, so a run cut off still
 leaves a readable section."""
 import datetime
@@ -9,7 +9,8 @@ import subprocess
 from gpu.gpu_bench import device_name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# issue 40's aims, printed beside the measured values
+# the aims for a GPU (3x the official code under bf16 autocast at batch 8, 2x at 64, the head under
+# 40% of a generation), printed beside the measured values
 AIM_RATIO = {8: 3.0, 64: 2.0}
 AIM_HEAD_SHARE = 0.40
 
@@ -110,7 +111,7 @@ def row_name(key):
 
 def ratio_lines(run):
     a, res = run.args, run.results
-    L = ["Ratios (issue 40's aims in brackets):", ""]
+    L = ["Ratios (the aims in brackets):", ""]
     for b, full in zip(a.batches[1:], (8, 64)):
         base = ips(res.get(f"official/bf16/b{b}"))
         best, key = best_marspec(res, b)

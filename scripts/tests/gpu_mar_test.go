@@ -20,7 +20,7 @@ type marRecord struct {
 	Error   string          `json:"error"`
 }
 
-// The stages of issue 40's device script, in its order; a stage that disappears from the
+// The stages of the device script (gpu_mar.py), in its order; a stage that disappears from the
 // script (or is renamed) fails TestGPUMarTiny.
 var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "parity-trained", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "stream", "energy-head"}
 
