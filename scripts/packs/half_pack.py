@@ -406,7 +406,9 @@ def main(argv):
             checks[file] = cpu_check_model(model, fp16_values)  # a copy: model stays the fp16 graph
         return lowered, kept
 
-    scheme = SCHEME + ("; the head's residual stream fp16 (--head-stream fp16)" if args.head_stream == "fp16" else "")
+    scheme = SCHEME + ("; the head's residual stream fp16 (--head-stream fp16)" if args.head_stream == "fp16" else "") + \
+        ("; the fused head's residual sums and norms as two ONNX nodes (--plain-norms)" if args.plain_norms else
+         "; the fused head's residual sums and norms as ONNX Runtime's SkipLayerNormalization (com.microsoft)")
     manifest = write_variants(pack, PRECISION, scheme, args.min_dim, convert)
     if files.get("head_loop") and not clip_x0:  # its sampler ignores the clip input (half_head.lean_sampler)
         manifest["precisions"][PRECISION]["head_loop_never_clips"] = True

@@ -63,6 +63,9 @@ func TestHalfPack(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec, ok := man.Precisions[mar.FP16]
+	if !strings.Contains(string(spec.Quantization), "--plain-norms") {
+		t.Errorf("fp16 scheme %s: want --plain-norms named", spec.Quantization)
+	}
 	if !ok || spec.Transformer != "transformer.fp16.onnx" || spec.Head != "head.fp16.onnx" || spec.HeadLoop != "head_loop.fp16.onnx" ||
 		spec.Cached != "transformer_cached.fp16.onnx" {
 		t.Fatalf("manifest precisions: %+v, want fp16 with the transformer, cached transformer, head and head_loop graphs", man.Precisions)
