@@ -308,12 +308,18 @@ def lean_guidance(model):
                 nodes.append(n)
         del body.node[:]
         body.node.extend(nodes)
-    if outer:  # before the If that reads them
-        at = next(i for i, n in enumerate(g.node) if n.op_type == "If")
-        nodes = list(g.node[:at]) + outer + list(g.node[at:])
-        del g.node[:]
-        g.node.extend(nodes)
+    if outer:
+        write_outer(g, list(g.node), outer)
     return saved
+
+
+def write_outer(g, nodes, added):
+    """Makes nodes g's nodes, with added placed before the If that reads them (the fused head's
+    choice of the guided or the unguided loop)."""
+    at = next(i for i, n in enumerate(nodes) if n.op_type == "If")
+    nodes = nodes[:at] + added + nodes[at:]
+    del g.node[:]
+    g.node.extend(nodes)
 
 
 def body_readers(body):
@@ -510,19 +516,16 @@ def fold_modulation(model, folds_into=lambda gemm: True):
     kept_pieces = [p for p in pieces if p not in own]
     if own:  # the shared stack no longer carries those pieces, nor their modulation Gemm its rows
         cat.input[:] = [v for v, p in zip(cat.input, pieces) if p not in own]
-        outputs = {o.name for o in g.output}
-        while True:  # the Gemm, Split and 1 + scale that made those pieces, once nothing reads them
-            read = {i for sg in all_graphs(g) for n in sg.node for i in n.input} | outputs
-            nodes = list(g.node)
-            unread = [n.output[0] in superseded and not read & set(n.output) for n in nodes]
-            if not any(unread):
-                break
-            del g.node[:]
-            g.node.extend(n for n, gone in zip(nodes, unread) if not gone)
-        at = next(i for i, n in enumerate(g.node) if n.op_type == "If")
-        nodes = list(g.node[:at]) + outer + list(g.node[at:])
-        del g.node[:]
-        g.node.extend(nodes)
+        # the Gemm, Split and 1 + scale that made those pieces go once nothing left reads them:
+        # one pass from the graph's end, as each reads the one before
+        read, kept = {o.name for o in g.output}, []
+        for n in reversed(list(g.node)):
+            if n.output[0] in superseded and not read & set(n.output):
+                continue
+            kept.append(n)
+            read.update(n.input)
+            read.update(i for sub in subgraphs(n) for sg in all_graphs(sub) for m in sg.node for i in m.input)
+        write_outer(g, kept[::-1], outer)
     total = sum(int(widths[p]) for p in kept_pieces)
     before = int(numpy_helper.to_array(attr(last, "value"))[1])
     if total != before or own:  # a shift piece narrower than its norm (W 2D wide: a final layer in the stack), or pieces gone
