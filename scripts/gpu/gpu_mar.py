@@ -171,17 +171,21 @@ class Run:
             self.made[name] = folder
         return self.made[name]
 
+    def half_unrolled(self, pack, flags, steps=None, out=None):
+        """half_pack.py PACK FLAGS (into out, a new folder, when given), then unroll_head.py on
+        the pack it wrote (for steps, else the pack's own step count)."""
+        a, py = self.args, {"PYTHONWARNINGS": "ignore"}
+        self.command([a.python, os.path.join(SCRIPTS, "packs", "half_pack.py"), pack, *flags, *(["--out", out] if out else [])], py)
+        self.command([a.python, os.path.join(SCRIPTS, "packs", "unroll_head.py"), out or pack,
+                      *(["--steps", str(steps)] if steps else [])], py)
+
     def half_copy(self, name, source, stream, steps=None):
         """work/name: a copy of pack source with its fp16 graphs made by half_pack.py with the
         head's residual stream `stream`, then unrolled (for steps, else the pack's own count);
         made once per run."""
-        a = self.args
-
         def make(out):
-            py = {"PYTHONWARNINGS": "ignore"}
             shutil.rmtree(out, ignore_errors=True)  # half_pack.py --out wants a new folder
-            self.command([a.python, os.path.join(SCRIPTS, "packs", "half_pack.py"), source, "--out", out, "--head-stream", stream], py)
-            self.command([a.python, os.path.join(SCRIPTS, "packs", "unroll_head.py"), out, *(["--steps", str(steps)] if steps else [])], py)
+            self.half_unrolled(source, ["--head-stream", stream], steps, out)
         return self.once(name, make)
 
     def generated(self, name, argv, env=None):
@@ -313,8 +317,7 @@ class Run:
 
         def fn():
             start = time.time()
-            for cmd in (["packs/half_pack.py", a.pack, "--plain-norms"], ["packs/unroll_head.py", a.pack, "--steps", str(a.steps)]):
-                self.command([a.python, os.path.join(SCRIPTS, cmd[0]), *cmd[1:]], {"PYTHONWARNINGS": "ignore"})
+            self.half_unrolled(a.pack, ["--plain-norms"], a.steps)
             return {"stats": {"seconds": round(time.time() - start, 1)},
                     "note": "the fp16 rows failed in SkipLayerNormalization: fp16 graphs made again with --plain-norms"}
         rec = self.measure("pack/fp16-plain-norms", fn, need=40)
