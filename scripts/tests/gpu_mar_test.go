@@ -224,9 +224,7 @@ func TestGPUMarPlainNormsFallback(t *testing.T) {
 	needTorch(t)
 	pack := filepath.Join(t.TempDir(), "pack")
 	halfPack(t, randomPack(t, "ci_target", ""), "--out", pack)
-	if out, err := exec.Command(python, tool("packs", "unroll_head.py"), pack, "--steps", "100").CombinedOutput(); err != nil {
-		t.Fatalf("unroll_head.py: %v\n%s", err, out)
-	}
+	unrollHead(t, pack, 100)
 	out, err := exec.Command(python, "test_gpu_plain_norms.py", pack, filepath.Join(t.TempDir(), "out")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("test_gpu_plain_norms.py: %v\n%s", err, out)

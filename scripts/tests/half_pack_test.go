@@ -188,25 +188,24 @@ func TestHalfPackMARLayout(t *testing.T) {
 	// the fused head also unrolled (what a GPU runs): the fp16 graph's casts in and out of the
 	// float32 sampler must survive unroll_head.py and open in ONNX Runtime
 	for _, dir := range []string{pack, check} {
-		if out, err := exec.Command(python, tool("packs", "unroll_head.py"), dir, "--steps", "50").CombinedOutput(); err != nil {
-			t.Fatalf("unroll_head.py %s: %v\n%s", dir, err, out)
-		}
+		unrollHead(t, dir, 50)
 	}
 	if man, err = mar.LoadManifest(pack); err != nil {
 		t.Fatal(err)
 	}
 	spec = man.Precisions[mar.FP16]
+	fp16 := asOwnGraphs(t, pack, spec)
 	for _, c := range []struct {
 		name, dir          string
 		unrolled, replayed bool
 	}{
-		{"fp16 graphs (CPU provider)", asOwnGraphs(t, pack, spec), false, false},
+		{"fp16 graphs (CPU provider)", fp16, false, false},
 		{"fp16 emulated (--cpu-check)", check, false, false},
-		{"fp16 graphs unrolled (CPU provider)", asOwnGraphs(t, pack, spec), true, false},
+		{"fp16 graphs unrolled (CPU provider)", fp16, true, false},
 		{"fp16 emulated unrolled (--cpu-check)", check, true, false},
 		// the fixed-address runner a CUDA graph replays (on the CPU: its copies, nothing
 		// captured), every input bound: the clip input this graph no longer reads included
-		{"fp16 graphs unrolled, fixed-address runner", asOwnGraphs(t, pack, spec), true, true},
+		{"fp16 graphs unrolled, fixed-address runner", fp16, true, true},
 	} {
 		t.Setenv("MARSPEC_HEAD_UNROLLED", map[bool]string{false: "off", true: "on"}[c.unrolled])
 		t.Setenv("MARSPEC_CUDA_GRAPH", map[bool]string{false: "off", true: "on"}[c.replayed])

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"marspec/bench"
@@ -33,7 +34,7 @@ func TestUnrolledHeadOnMARLayout(t *testing.T) {
 	}
 	pack := randomPack(t, "ci_target", "")
 	run(tool("packs", "quantize_pack.py"), pack)
-	run(tool("packs", "unroll_head.py"), pack, "--steps", "25", "--steps", "100")
+	unrollHead(t, pack, 25, 100)
 	man, err := mar.LoadManifest(pack)
 	if err != nil {
 		t.Fatal(err)
@@ -149,11 +150,7 @@ func TestUnrolledHeadEmbeddedInt8(t *testing.T) {
 	lib := ortLib(t)
 	pack := filepath.Join(t.TempDir(), "target")
 	copyTree(t, filepath.Join(repoRoot, "models", "target"), pack)
-	cmd := exec.Command(python, tool("packs", "unroll_head.py"), pack, "--steps", "50")
-	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("unroll_head.py: %v\n%s", err, out)
-	}
+	unrollHead(t, pack, 50)
 	if err := onnxrt.Init(lib, onnxrt.CPU); err != nil {
 		t.Fatal(err)
 	}
@@ -173,5 +170,19 @@ func TestUnrolledHeadEmbeddedInt8(t *testing.T) {
 		if !slices.Equal(images["on"][i].Tokens, images["off"][i].Tokens) {
 			t.Errorf("image %d: the unrolled int8 head's tokens differ from the rolled loop's", i)
 		}
+	}
+}
+
+// unrollHead runs scripts/packs/unroll_head.py on pack for each of steps.
+func unrollHead(t *testing.T, pack string, steps ...int) {
+	t.Helper()
+	args := []string{tool("packs", "unroll_head.py"), pack}
+	for _, s := range steps {
+		args = append(args, "--steps", strconv.Itoa(s))
+	}
+	cmd := exec.Command(python, args...)
+	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("unroll_head.py %s: %v\n%s", pack, err, out)
 	}
 }
