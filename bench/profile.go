@@ -45,6 +45,13 @@ func (w timedTransformer) Forward(tokens, mask []float32, classIDs []int64, drop
 	return w.Transformer.Forward(tokens, mask, classIDs, drop, batch, z)
 }
 
+// ForwardPicked times the pass that hands back only the picked rows (mar.RowPicker), so a
+// profile measures the path a generation takes.
+func (w timedTransformer) ForwardPicked(tokens, mask []float32, classIDs []int64, drop []float32, batch int, at [][2]int, z []float32) error {
+	defer w.t.since(time.Now())
+	return mar.ForwardPicked(w.Transformer, tokens, mask, classIDs, drop, batch, at, z)
+}
+
 // timedHead hides any fused graph: the Denoiser takes the per-step path.
 type timedHead struct {
 	mar.Head

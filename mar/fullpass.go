@@ -10,6 +10,19 @@ type FullPasses struct{ *CachedTransformer }
 
 // Forward fills z [batch, L, W] as transformer.onnx does.
 func (f FullPasses) Forward(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, z []float32) error {
+	units, err := f.pass(tokens, mask, classIDs, dropClass, batch)
+	if err != nil {
+		return err
+	}
+	L, W, buf := f.L, f.W, f.buf
+	for b, u := range units {
+		copy(z[b*L*W:(b+1)*L*W], u.z[buf*W:])
+	}
+	return nil
+}
+
+// pass runs the full passes; each unit's z holds [S, W], the class buffer's positions first.
+func (f FullPasses) pass(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int) ([]cacheUnit, error) {
 	t := f.CachedTransformer
 	L, D, W, S, buf := t.L, t.D, t.W, t.S, t.buf
 	all := make([]int, S)
@@ -29,12 +42,9 @@ func (f FullPasses) Forward(tokens, mask []float32, classIDs []int64, dropClass 
 			encQ: encQ, decR: all, z: make([]float32, S*W)}
 	}
 	if err := t.call(units, true); err != nil {
-		return err
+		return nil, err
 	}
-	for b, u := range units {
-		copy(z[b*L*W:(b+1)*L*W], u.z[buf*W:])
-	}
-	return nil
+	return units, nil
 }
 
 // SeqLen is L.
@@ -45,3 +55,19 @@ func (f FullPasses) TokenDim() int { return f.D }
 
 // Width is W.
 func (f FullPasses) Width() int { return f.W }
+
+// ForwardPicked is Forward that copies out only the rows at (row, position).
+func (f FullPasses) ForwardPicked(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, at [][2]int, z []float32) error {
+	if err := checkPicks(at, batch, f.L, f.W, z); err != nil {
+		return err
+	}
+	units, err := f.pass(tokens, mask, classIDs, dropClass, batch)
+	if err != nil {
+		return err
+	}
+	buf, W := f.buf, f.W
+	for j, a := range at {
+		copy(z[j*W:(j+1)*W], units[a[0]].z[(buf+a[1])*W:])
+	}
+	return nil
+}

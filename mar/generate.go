@@ -268,19 +268,25 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoi
 		orders[i] = OrderFor(opt.Seed, first+i, L)
 		ctx.ClassIDs[i] = int64(classes[i])
 	}
-	z := make([]float32, b*L*W)
-	var zu []float32
-	if guided {
-		zu = make([]float32, b*L*W)
-	}
 	known := 0
 	sizes := StepSizes(L, opt.NumIter)
 	var caches []ImageCache
 	if opt.Cache.On {
 		caches = make([]ImageCache, b)
 	}
+	var z, zu []float32 // the picked positions' conditioning, [b*size, W] each
 	for k, size := range sizes {
-		if err := m.condition(ctx, caches, orders, known, size, k, len(sizes), opt, z, zu); err != nil {
+		where := make([][2]int, 0, b*size)
+		for i := 0; i < b; i++ {
+			for _, pos := range orders[i][known : known+size] {
+				where = append(where, [2]int{i, pos})
+			}
+		}
+		z = grow(z, len(where)*W)
+		if guided {
+			zu = grow(zu, len(where)*W)
+		}
+		if err := m.condition(ctx, caches, orders, where, known, size, k, len(sizes), opt, z, zu); err != nil {
 			return nil, err
 		}
 		steps := StepsAt(opt, k, len(sizes))
@@ -289,16 +295,11 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoi
 			return nil, err
 		}
 		scale := CFGScale(opt, known+size, L)
-		rows := make([]DenoiseRow, 0, b*size)
-		where := make([][2]int, 0, b*size)
-		for i := 0; i < b; i++ {
-			for _, pos := range orders[i][known : known+size] {
-				row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale}
-				if guided {
-					row.ZUncond = zu[(i*L+pos)*W : (i*L+pos+1)*W]
-				}
-				rows = append(rows, row)
-				where = append(where, [2]int{i, pos})
+		rows := make([]DenoiseRow, len(where))
+		for r := range where {
+			rows[r] = DenoiseRow{Z: z[r*W : (r+1)*W], CFG: scale}
+			if guided {
+				rows[r].ZUncond = zu[r*W : (r+1)*W]
 			}
 		}
 		drawNoise(rows, func(r int) *diffusion.TokenNoise {
@@ -325,11 +326,12 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoi
 	return images, nil
 }
 
-// condition runs step k's transformer pass over the batch: one plain call without the cache,
-// or ConditionCached with each image's cache.
-func (m *Model) condition(ctx *ContextBatch, caches []ImageCache, orders [][]int, known, size, k, numSteps int, opt Options, z, zu []float32) error {
+// condition runs step k's transformer pass over the batch and fills z (and zu, guided) with
+// the conditioning at where's (image, position) pairs: one plain call without the cache, or
+// ConditionCached with each image's cache.
+func (m *Model) condition(ctx *ContextBatch, caches []ImageCache, orders [][]int, where [][2]int, known, size, k, numSteps int, opt Options, z, zu []float32) error {
 	if caches == nil {
-		return ctx.Condition(m.Transformer, z, zu)
+		return ctx.ConditionPicked(m.Transformer, where, z, zu)
 	}
 	L, D := ctx.SeqLen, ctx.TokenDim
 	rows := make([]CacheRow, ctx.Rows)
@@ -338,7 +340,26 @@ func (m *Model) condition(ctx *ContextBatch, caches []ImageCache, orders [][]int
 			Class: int(ctx.ClassIDs[i]), Guided: zu != nil, Settings: opt.Cache, Step: k, NumSteps: numSteps,
 			Predict: orders[i][known : known+size]}
 	}
-	return m.ConditionCached(rows, z, zu)
+	return m.conditionCachedPicked(rows, L, where, z, zu)
+}
+
+// conditionCachedPicked runs ConditionCached and keeps the conditioning at the (row, position)
+// pairs at: z and zu (guided) get [len(at), W].
+func (m *Model) conditionCachedPicked(rows []CacheRow, L int, at [][2]int, z, zu []float32) error {
+	W := m.Manifest.Width
+	whole := make([]float32, len(rows)*L*W)
+	var wholeU []float32
+	if zu != nil {
+		wholeU = make([]float32, len(rows)*L*W)
+	}
+	if err := m.ConditionCached(rows, whole, wholeU); err != nil {
+		return err
+	}
+	pickFrom(whole, L, W, at, z)
+	if zu != nil {
+		pickFrom(wholeU, L, W, at, zu)
+	}
+	return nil
 }
 
 // Rows allocates n rows of d values backed by one slice.

@@ -1,6 +1,10 @@
 package mar
 
-import "marspec/onnxrt"
+import (
+	"errors"
+
+	"marspec/onnxrt"
+)
 
 // Transformer maps known tokens and a class to one conditioning vector per position.
 type Transformer interface {
@@ -24,6 +28,7 @@ type Head interface {
 type ONNXTransformer struct {
 	*onnxrt.Graph
 	seqLen, dim, width int
+	pick               *rowPick
 }
 
 // NewONNXTransformer opens transformer.onnx and checks its inputs and outputs against the pack.
@@ -41,8 +46,11 @@ func newONNXTransformer(data []byte, file string, m *Manifest, opt onnxrt.Sessio
 	if err != nil {
 		return nil, err
 	}
-	return &ONNXTransformer{g, int(L), int(D), int(W)}, nil
+	return &ONNXTransformer{Graph: g, seqLen: int(L), dim: int(D), width: int(W), pick: &rowPick{opt: opt}}, nil
 }
+
+// Close releases the graph and the pick graph (picked.go) when it was opened.
+func (t *ONNXTransformer) Close() error { return errors.Join(t.Graph.Close(), t.pick.close()) }
 
 func (t *ONNXTransformer) Forward(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, z []float32) error {
 	return t.RunInto(batch, z, tokens, mask, classIDs, dropClass)

@@ -10,7 +10,7 @@ import (
 
 // needRuntime loads the repository's copy of ONNX Runtime, skipping the test when
 // scripts/ops/setup_ort.sh (make setup) has not fetched it yet.
-func needRuntime(t *testing.T) {
+func needRuntime(t testing.TB) {
 	t.Helper()
 	lib := filepath.Join("..", onnxrt.DefaultLib)
 	if _, err := os.Stat(lib); err != nil {

@@ -139,13 +139,19 @@ func (s *Stepper) Step() ([]StepResult, error) {
 		guided = guided || im.job.Options.guided()
 		cached = cached || im.job.Options.Cache.On
 	}
-	z := make([]float32, b*L*W)
+	var at [][2]int // the step's (image, position) pairs, in the order the rows below take them
+	for i, im := range s.active {
+		for _, pos := range im.order[im.known : im.known+im.sizes[im.step]] {
+			at = append(at, [2]int{i, pos})
+		}
+	}
+	z := make([]float32, len(at)*W)
 	var zu []float32
 	if guided {
-		zu = make([]float32, b*L*W)
+		zu = make([]float32, len(at)*W)
 	}
 	if cached {
-		if err := s.conditionCached(z, zu); err != nil {
+		if err := s.conditionCached(at, z, zu); err != nil {
 			return nil, err
 		}
 	} else {
@@ -155,7 +161,7 @@ func (s *Stepper) Step() ([]StepResult, error) {
 			copy(ctx.Mask[i*L:], im.mask)
 			ctx.ClassIDs[i] = int64(im.job.Class)
 		}
-		if err := ctx.Condition(s.model.Transformer, z, zu); err != nil {
+		if err := ctx.ConditionPicked(s.model.Transformer, at, z, zu); err != nil {
 			return nil, err
 		}
 	}
@@ -164,7 +170,8 @@ func (s *Stepper) Step() ([]StepResult, error) {
 
 	groups := map[denoiserKey][]DenoiseRow{}
 	where := map[denoiserKey][]stepRow{}
-	for i, im := range s.active {
+	next := 0
+	for _, im := range s.active {
 		opt := im.job.Options
 		size := im.sizes[im.step]
 		steps := StepsAt(opt, im.step, len(im.sizes))
@@ -172,9 +179,11 @@ func (s *Stepper) Step() ([]StepResult, error) {
 			sampler: opt.Sampler, eta: opt.Eta}
 		scale := CFGScale(opt, im.known+size, L)
 		for _, pos := range im.order[im.known : im.known+size] {
-			row := DenoiseRow{Z: z[(i*L+pos)*W : (i*L+pos+1)*W], CFG: scale}
+			j := next // the row's pick (at above)
+			next++
+			row := DenoiseRow{Z: z[j*W : (j+1)*W], CFG: scale}
 			if key.guided {
-				row.ZUncond = zu[(i*L+pos)*W : (i*L+pos+1)*W]
+				row.ZUncond = zu[j*W : (j+1)*W]
 			}
 			groups[key] = append(groups[key], row)
 			where[key] = append(where[key], stepRow{im, pos})
@@ -222,7 +231,7 @@ func (s *Stepper) Step() ([]StepResult, error) {
 
 // conditionCached is the step's transformer pass when an image uses the cache: each image's
 // own step decides whether it runs a plain, full or lazy pass (mar/cachestep.go).
-func (s *Stepper) conditionCached(z, zu []float32) error {
+func (s *Stepper) conditionCached(at [][2]int, z, zu []float32) error {
 	rows := make([]CacheRow, len(s.active))
 	for i, im := range s.active {
 		size := im.sizes[im.step]
@@ -230,7 +239,7 @@ func (s *Stepper) conditionCached(z, zu []float32) error {
 			Guided: im.job.Options.guided(), Settings: im.job.Options.Cache, Step: im.step, NumSteps: len(im.sizes),
 			Predict: im.order[im.known : im.known+size]}
 	}
-	return s.model.ConditionCached(rows, z, zu)
+	return s.model.conditionCachedPicked(rows, s.L, at, z, zu)
 }
 
 func (s *Stepper) denoiser(k denoiserKey) (*Denoiser, error) {

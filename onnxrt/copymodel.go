@@ -10,16 +10,11 @@ import "fmt"
 // options (fixedrun.go).
 func copyModel(specs []IOSpec) []byte {
 	valueInfo := func(name string, s IOSpec) []byte {
-		shape := msg(func(b []byte) []byte {
-			for d := range s.Shape {
-				dim := bytesField(nil, 2, []byte(fmt.Sprintf("%s_%d", name, d))) // dim_param: dynamic
-				b = bytesField(b, 1, dim)
-			}
-			return b
-		})
-		tensorType := msg(func(b []byte) []byte { return bytesField(varintField(b, 1, uint64(elemType(s))), 2, shape) })
-		typ := msg(func(b []byte) []byte { return bytesField(b, 1, tensorType) })
-		return msg(func(b []byte) []byte { return bytesField(bytesField(b, 1, []byte(name)), 2, typ) })
+		dims := make([]any, len(s.Shape))
+		for d := range dims {
+			dims[d] = fmt.Sprintf("%s_%d", name, d) // dim_param: dynamic
+		}
+		return tensorValueInfo(name, elemType(s), dims...)
 	}
 	graph := msg(func(b []byte) []byte {
 		for i := range specs {
@@ -39,10 +34,7 @@ func copyModel(specs []IOSpec) []byte {
 		}
 		return b
 	})
-	opset := msg(func(b []byte) []byte { return varintField(bytesField(b, 1, nil), 2, 13) })
-	model := varintField(nil, 1, 8) // ir_version 8
-	model = bytesField(model, 7, graph)
-	return bytesField(model, 8, opset)
+	return modelOf(graph)
 }
 
 // elemType is a spec's ONNX element type (TensorProto.DataType, the C API's numbering too).

@@ -55,9 +55,7 @@ func mixedModel() []byte {
 		b = bytesField(b, 12, value("p", elemDouble, "s", "n", "3"))
 		return bytesField(b, 12, value("q", elemFloat, "s", "n", "3"))
 	})
-	model := varintField(nil, 1, 8)
-	model = bytesField(model, 7, graph)
-	return bytesField(model, 8, msg(func(b []byte) []byte { return varintField(bytesField(b, 1, nil), 2, 13) }))
+	return modelOf(graph)
 }
 
 // openMixed opens mixedModel (the runtime loaded already).

@@ -74,23 +74,6 @@ func MatMulModel(k, n int, weights []float32) []byte {
 		b = bytesField(b, 8, []byte("b"))
 		return bytesField(b, 9, raw)
 	})
-	valueInfo := func(name string, dims ...any) []byte { // an int is a fixed size, a string a named dynamic one
-		shape := msg(func(b []byte) []byte {
-			for _, d := range dims {
-				dim := msg(func(b []byte) []byte {
-					if s, ok := d.(string); ok {
-						return bytesField(b, 2, []byte(s))
-					}
-					return varintField(b, 1, uint64(d.(int)))
-				})
-				b = bytesField(b, 1, dim)
-			}
-			return b
-		})
-		tensorType := msg(func(b []byte) []byte { return bytesField(varintField(b, 1, float), 2, shape) })
-		typ := msg(func(b []byte) []byte { return bytesField(b, 1, tensorType) })
-		return msg(func(b []byte) []byte { return bytesField(bytesField(b, 1, []byte(name)), 2, typ) })
-	}
 	node := msg(func(b []byte) []byte {
 		b = bytesField(b, 1, []byte("a"))
 		b = bytesField(b, 1, []byte("b"))
@@ -101,16 +84,21 @@ func MatMulModel(k, n int, weights []float32) []byte {
 		b = bytesField(b, 1, node)
 		b = bytesField(b, 2, []byte("gemm"))
 		b = bytesField(b, 5, tensor) // initializer
-		b = bytesField(b, 11, valueInfo("a", "batch", k))
-		return bytesField(b, 12, valueInfo("c", "batch", n))
+		b = bytesField(b, 11, tensorValueInfo("a", elemFloat, "batch", k))
+		return bytesField(b, 12, tensorValueInfo("c", elemFloat, "batch", n))
 	})
+	return modelOf(graph)
+}
+
+func msg(build func([]byte) []byte) []byte { return build(nil) }
+
+// modelOf is a ModelProto (IR version 8, the default opset 13) holding graph.
+func modelOf(graph []byte) []byte {
 	opset := msg(func(b []byte) []byte { return varintField(bytesField(b, 1, nil), 2, 13) })
 	model := varintField(nil, 1, 8) // ir_version 8
 	model = bytesField(model, 7, graph)
 	return bytesField(model, 8, opset)
 }
-
-func msg(build func([]byte) []byte) []byte { return build(nil) }
 
 func bytesField(b []byte, num protowire.Number, v []byte) []byte {
 	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)

@@ -29,7 +29,7 @@ type Binding struct {
 	device   unsafe.Pointer // memory info of the session's device
 	host     unsafe.Pointer // memory info of CPU memory
 	// goInputs are the Go-memory tensors bound per input (reused while the shape holds)
-	goInputs []*ort.Tensor[float32]
+	goInputs []ort.Value
 	outs     []*Value
 }
 
@@ -74,7 +74,7 @@ func (g *Graph) Bind(onDevice ...bool) (*Binding, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: IO binding: %v", g.source, err)
 	}
-	b := &Binding{g: g, onDevice: make([]bool, len(g.outputs)), goInputs: make([]*ort.Tensor[float32], len(g.inputs))}
+	b := &Binding{g: g, onDevice: make([]bool, len(g.outputs)), goInputs: make([]ort.Value, len(g.inputs))}
 	copy(b.onDevice, onDevice)
 	if b.ptr, err = createBinding(session); err != nil {
 		return nil, fmt.Errorf("%s: IO binding: %v", g.source, err)
@@ -139,6 +139,15 @@ func (b *Binding) checkInput(i int) error {
 // keeps; on CUDA, ONNX Runtime copies it to the GPU now, once, not at every run). A slice that
 // changes must be bound again.
 func (b *Binding) SetInput(i int, shape []int64, data []float32) error {
+	return setGoInput(b, i, shape, data)
+}
+
+// SetInputInt64 is SetInput for an int64 input (class ids, indices).
+func (b *Binding) SetInputInt64(i int, shape []int64, data []int64) error {
+	return setGoInput(b, i, shape, data)
+}
+
+func setGoInput[T float32 | int64](b *Binding, i int, shape []int64, data []T) error {
 	b.g.open.RLock()
 	defer b.g.open.RUnlock()
 	b.mu.Lock()
@@ -146,33 +155,46 @@ func (b *Binding) SetInput(i int, shape []int64, data []float32) error {
 	if err := b.checkInput(i); err != nil {
 		return err
 	}
-	if b.g.inputs[i].Int64 || b.g.inputs[i].Float64 {
-		return fmt.Errorf("%s: input %s is not float32", b.g.source, b.g.inputs[i].Name)
+	in := b.g.inputs[i]
+	var zero T
+	if _, wantInt := any(zero).(int64); in.Float64 || in.Int64 != wantInt {
+		return fmt.Errorf("%s: input %s is %s, bound as %T", b.g.source, in.Name, elemName(in), zero)
 	}
-	t := b.goInputs[i]
-	if t == nil || !sameShape(t.GetShape(), shape) {
-		if t != nil {
-			t.Destroy()
+	t, ok := b.goInputs[i].(*ort.Tensor[T])
+	if !ok || !sameShape(t.GetShape(), shape) {
+		if b.goInputs[i] != nil {
+			b.goInputs[i].Destroy()
 			b.goInputs[i] = nil
 		}
 		var err error
-		if t, err = ort.NewEmptyTensor[float32](ort.NewShape(shape...)); err != nil {
-			return fmt.Errorf("%s: input %s: %v", b.g.source, b.g.inputs[i].Name, err)
+		if t, err = ort.NewEmptyTensor[T](ort.NewShape(shape...)); err != nil {
+			return fmt.Errorf("%s: input %s: %v", b.g.source, in.Name, err)
 		}
 		b.goInputs[i] = t
 	}
 	if err := copyIn(t.GetData(), data); err != nil {
-		return fmt.Errorf("%s: input %s %v", b.g.source, b.g.inputs[i].Name, err)
+		return fmt.Errorf("%s: input %s %v", b.g.source, in.Name, err)
 	}
 	ptr, err := valuePointer(t)
 	if err == nil {
-		err = bindInput(b.ptr, b.g.inputs[i].Name, ptr)
+		err = bindInput(b.ptr, in.Name, ptr)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: binding input %s: %v", b.g.source, b.g.inputs[i].Name, err)
+		return fmt.Errorf("%s: binding input %s: %v", b.g.source, in.Name, err)
 	}
 	bindingCounts.uploads.Add(1)
 	return nil
+}
+
+// elemName names a spec's element type for messages.
+func elemName(s IOSpec) string {
+	switch {
+	case s.Int64:
+		return "int64"
+	case s.Float64:
+		return "float64"
+	}
+	return "float32"
 }
 
 func sameShape(a ort.Shape, b []int64) bool {

@@ -243,13 +243,23 @@ class Run:
     def preflight(self):
         """One small image of the embedded target on the device first: a runtime that cannot
         start there costs seconds, and its words stand in every marspec row (the official
-        rows still run)."""
-        try:
-            self.marspec(["generate", "--model", "target", "--class", "0", "--n", "1", "--num-iter", "4", "--steps", "5",
-                          "--json", "--quiet", "--grid", "none", "--out", os.path.join(self.work, "preflight")])
-        except Exception as e:  # noqa: BLE001
-            self.marspec_reason = "marspec cannot run on the device: " + " ".join(str(e).split())[:300]
-            self.keep("preflight", {"error": str(e)[-800:]})
+        rows still run). Its AR steps after the first hand back only the picked rows of a
+        pass (IO binding, untried on a GPU so far): if that is what fails, every later marspec
+        command runs with MARSPEC_PICK_ROWS=off, the whole pass's output copied instead."""
+        for attempt in range(2):
+            try:
+                self.marspec(["generate", "--model", "target", "--class", "0", "--n", "1", "--num-iter", "4", "--steps", "5",
+                              "--json", "--quiet", "--grid", "none", "--out", os.path.join(self.work, f"preflight{attempt}")])
+                return
+            except Exception as e:  # noqa: BLE001
+                if attempt == 0 and "MARSPEC_PICK_ROWS" in str(e) and os.environ.get("MARSPEC_PICK_ROWS") != "off":
+                    os.environ["MARSPEC_PICK_ROWS"] = "off"
+                    self.keep("preflight/pick-rows-off", {"error": str(e)[-800:],
+                                                          "note": "picking rows failed on the device: MARSPEC_PICK_ROWS=off from here on"})
+                    continue
+                self.marspec_reason = "marspec cannot run on the device: " + " ".join(str(e).split())[:300]
+                self.keep("preflight", {"error": str(e)[-800:]})
+                return
 
     # ---- stages ----
 

@@ -195,7 +195,12 @@ def stream_lines(run):
 
 
 def stage_lines(run):
-    L = ["| stage | budget (s) | used (s) | status |", "|---|---|---|---|"]
+    L = []
+    off = run.results.get("preflight/pick-rows-off")
+    if off:
+        L += ["**Every marspec row ran with `MARSPEC_PICK_ROWS=off`**: a pass that hands back only the picked rows "
+              "failed on this device in the preflight (" + " ".join(off["error"].split())[-300:] + ").", ""]
+    L += ["| stage | budget (s) | used (s) | status |", "|---|---|---|---|"]
     for name, budget in run.stage_budgets:
         s = run.stage_log.get(name)
         b = str(budget) if budget else "what is left"

@@ -231,3 +231,15 @@ func TestGPUMarPlainNormsFallback(t *testing.T) {
 	}
 	t.Logf("%s", out)
 }
+
+// The device script's preflight, where a pass that hands back only the picked rows fails on
+// the device, runs every later marspec command with MARSPEC_PICK_ROWS=off and says so in the
+// report; any other failure turns nothing off (test_gpu_pick_rows.py, stand-in commands).
+func TestGPUMarPickRowsFallback(t *testing.T) {
+	needTorch(t)
+	out, err := exec.Command(python, "test_gpu_pick_rows.py", t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("test_gpu_pick_rows.py: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
