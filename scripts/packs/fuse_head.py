@@ -417,7 +417,7 @@ def main(packs):
     for pack in packs:
         _, per_step, total = add_to_pack(pack)
         print(f"{pack}: head_loop.onnx ({per_step} head nodes per step, {total} in head.onnx)")
-        aligned_weights.align_pack(pack)
+        aligned_weights.align_pack(pack, only={"head_loop.onnx"})
 
 
 if __name__ == "__main__":

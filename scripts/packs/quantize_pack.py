@@ -257,6 +257,7 @@ def write_variants(pack, precision, scheme, min_dim, convert):
         manifest = json.load(f)
     entry = {}
     record = {"scheme": scheme, "min_dim": min_dim, "fp32_layers": {}}
+    written = set()
     for role, file in graph_files(manifest).items():
         model = onnx.load(os.path.join(pack, file))
         loop_weights.out_of_bodies(model)  # the converters look weights up in the outer graph
@@ -265,6 +266,7 @@ def write_variants(pack, precision, scheme, min_dim, convert):
         out = variant_name(file, precision)
         onnx.save(model, os.path.join(pack, out))
         entry[role] = out
+        written.add(out)
         record["fp32_layers"][role] = list(dict.fromkeys(kept))  # a fused head names each layer twice (guided and not)
         before, after = aligned_weights.graph_bytes(pack, file), aligned_weights.graph_bytes(pack, out)
         print(f"{pack}/{out}: {len(converted)} MatMul/Gemm {precision}, {len(kept)} kept fp32, "
@@ -274,7 +276,7 @@ def write_variants(pack, precision, scheme, min_dim, convert):
     with open(man_path, "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
-    aligned_weights.align_pack(pack)  # the new graphs' weights mapped, not copied, when large
+    aligned_weights.align_pack(pack, only=written)  # the new graphs' weights mapped, not copied, when large
     return manifest
 
 

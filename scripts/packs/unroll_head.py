@@ -308,8 +308,10 @@ def main(argv):
     p.add_argument("--steps", type=int, action="append", help="diffusion steps to unroll for (repeatable; "
                    "default: the pack's diffusion.sampling_steps)")
     args = p.parse_args(argv)
-    add_to_pack(args.pack, args.steps)
-    aligned_weights.align_pack(args.pack)
+    manifest = add_to_pack(args.pack, args.steps)
+    unrolled = manifest["head_loop"]["unrolled"] + [
+        u for spec in manifest.get("precisions", {}).values() for u in spec.get("head_loop_unrolled", [])]
+    aligned_weights.align_pack(args.pack, only={u["file"] for u in unrolled})
 
 
 if __name__ == "__main__":
