@@ -62,7 +62,7 @@ func (e *Engine) exitRound() error {
 	}
 	e.Stats.TargetForwards++
 	e.Stats.TargetRows += len(hidden)
-	x0, runs, err := e.targetTokens(items, z, zu)
+	x0, runs, err := e.targetTokens(items, z, zu, false)
 	if err != nil {
 		return err
 	}
@@ -137,13 +137,19 @@ func (e *Engine) exitDraftPhase() (int, error) {
 }
 
 // targetTokens runs the target's head at each item's position from a target pass's z (and zu
-// under CFG), with each token's target noise.
-func (e *Engine) targetTokens(items []targetItem, z, zu []float32) ([][]float64, []align.Run, error) {
+// under CFG), with each token's target noise: z holds the pass's whole rows, or, picked, item
+// i's position at i (conditionPicked).
+func (e *Engine) targetTokens(items []targetItem, z, zu []float32, picked bool) ([][]float64, []align.Run, error) {
 	rows := make([]mar.DenoiseRow, len(items))
 	for i, it := range items {
 		idx := it.img.known + it.j
 		pos := it.img.order[idx]
-		rows[i] = e.row(e.target, z, zu, it.row, pos, idx, it.img.noise.Target(it.img.job.Index, pos))
+		noise := it.img.noise.Target(it.img.job.Index, pos)
+		if picked {
+			rows[i] = e.pickedRow(e.target, z, zu, i, idx, noise)
+		} else {
+			rows[i] = e.row(e.target, z, zu, it.row, pos, idx, noise)
+		}
 	}
 	x0 := mar.Rows(len(items), e.D)
 	runs, err := e.targetHead(rows, x0)

@@ -213,6 +213,28 @@ func (e *Engine) condition(m *mar.Model, ctx *mar.ContextBatch) ([]float32, []fl
 	return z, zu, ctx.Condition(m.Transformer, z, zu)
 }
 
+// conditionPicked runs a transformer over rows and returns z (and z for "no class" under CFG)
+// at the (row, position) pairs at only, [len(at), W] each (mar.ContextBatch.ConditionPicked).
+func (e *Engine) conditionPicked(m *mar.Model, ctx *mar.ContextBatch, at [][2]int) ([]float32, []float32, error) {
+	W := m.Manifest.Width
+	z := make([]float32, len(at)*W)
+	var zu []float32
+	if e.guided() {
+		zu = make([]float32, len(at)*W)
+	}
+	return z, zu, ctx.ConditionPicked(m.Transformer, at, z, zu)
+}
+
+// pickedRow is the head row of pick j of a conditionPicked pass.
+func (e *Engine) pickedRow(m *mar.Model, z, zu []float32, j, orderIndex int, noise *diffusion.TokenNoise) mar.DenoiseRow {
+	W := m.Manifest.Width
+	r := mar.DenoiseRow{Z: z[j*W : (j+1)*W], CFG: e.cfgScale(orderIndex), Noise: noise}
+	if zu != nil {
+		r.ZUncond = zu[j*W : (j+1)*W]
+	}
+	return r
+}
+
 func (e *Engine) row(m *mar.Model, z, zu []float32, row, pos, orderIndex int, noise *diffusion.TokenNoise) mar.DenoiseRow {
 	W := m.Manifest.Width
 	r := mar.DenoiseRow{Z: z[(row*e.L+pos)*W : (row*e.L+pos+1)*W], CFG: e.cfgScale(orderIndex), Noise: noise}
@@ -238,7 +260,11 @@ func (e *Engine) draftPhase() (int, error) {
 			}
 		}
 		ctx := e.draftContexts(imgs, ctxs)
-		z, zu, err := e.condition(e.draft, ctx)
+		at := make([][2]int, len(imgs))
+		for r, st := range imgs {
+			at[r] = [2]int{r, st.order[st.known+s]}
+		}
+		z, zu, err := e.conditionPicked(e.draft, ctx, at)
 		if err != nil {
 			return s, err
 		}
@@ -247,7 +273,7 @@ func (e *Engine) draftPhase() (int, error) {
 		rows := make([]mar.DenoiseRow, len(imgs))
 		for r, st := range imgs {
 			idx := st.known + s
-			rows[r] = e.row(e.draft, z, zu, r, st.order[idx], idx, st.noise.Draft(st.job.Index, st.order[idx]))
+			rows[r] = e.pickedRow(e.draft, z, zu, r, idx, st.noise.Draft(st.job.Index, st.order[idx]))
 		}
 		x0 := mar.Rows(len(rows), e.D)
 		traces := make([]diffusion.Trace, len(rows))
@@ -291,7 +317,9 @@ type targetItem struct {
 }
 
 // targetPhase builds every image's target contexts, runs the target transformer once over all
-// of them, and the target head for every position to verify or sample.
+// of them, and the target head for every position to verify or sample. The pass's whole z (and
+// zu) comes back only when self-drafting, which keeps rows of it; otherwise the pass hands back
+// the items' positions alone (conditionPicked) and z, zu are nil.
 func (e *Engine) targetPhase() (items []targetItem, x0 [][]float64, runs []align.Run, z, zu []float32, err error) {
 	rows := 0
 	for _, st := range e.active {
@@ -327,15 +355,24 @@ func (e *Engine) targetPhase() (items []targetItem, x0 [][]float64, runs []align
 			}
 		}
 	}
-	if z, zu, err = e.condition(e.target, ctx); err != nil {
-		return
-	}
 	e.Stats.TargetForwards++
 	e.Stats.TargetRows += rows
-	if x0, runs, err = e.targetTokens(items, z, zu); err != nil {
+	if e.self { // keepNewestPass keeps whole rows of this pass for the next round's drafts
+		if z, zu, err = e.condition(e.target, ctx); err != nil {
+			return
+		}
+		x0, runs, err = e.targetTokens(items, z, zu, false)
+		return items, x0, runs, z, zu, err
+	}
+	at := make([][2]int, len(items))
+	for i, it := range items {
+		at[i] = [2]int{it.row, it.img.order[it.img.known+it.j]}
+	}
+	if z, zu, err = e.conditionPicked(e.target, ctx, at); err != nil {
 		return
 	}
-	return items, x0, runs, z, zu, nil
+	x0, runs, err = e.targetTokens(items, z, zu, true)
+	return items, x0, runs, nil, nil, err
 }
 
 // targetHead runs the target's diffusion head over rows into x0, timing it apart from the

@@ -38,6 +38,7 @@ func (p *rowPick) graph(width int, source string) (*onnxrt.Graph, error) {
 	p.once.Do(func() {
 		opt := p.opt
 		opt.CUDAGraph = false // the pass's output is bound as its input: no fixed addresses
+		opt.FixedDims = nil   // its axes are its own
 		ins, outs := onnxrt.PickSpecs(width)
 		p.g, p.err = onnxrt.NewGraph(onnxrt.PickModel(width), source+" (picking rows)", opt, ins, outs)
 	})
