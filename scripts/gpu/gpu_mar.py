@@ -74,7 +74,7 @@ PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE = 2.0, 8, 0.99
 # (the run of 2026-11-27 on an H200: the ratio rows ran the cache, whose K/V cross the host at
 # every call, 60% of a generation there; and 35 s did not hold two generations for parity)
 STAGES = [("pack", 120), ("ratio-b8", 90), ("ratio-b64", 110), ("parity", 75), ("parity-trained", 45), ("kernels", 40), ("head-kinds", 80), ("cache", 50),
-          ("fp32", 60), ("official-fp32", 70), ("per-step", 60), ("batch-1", 60), ("stream", 75),
+          ("fp32", 60), ("official-fp32", 70), ("per-step", 60), ("batch-1", 60), ("stream", 75), ("pick", 50),
           ("energy-head", 0)]  # energy-head: whatever is left
 # head -> (bench flags, environment): "fused" is the unrolled graph where the pack has one for
 # the run's steps (the pack stage makes it), "rolled" the ONNX Loop, "graph" the unrolled graph
@@ -202,16 +202,17 @@ class Run:
 
     # ---- the measurements ----
 
-    def marspec_row(self, precision, head, batch, pack=None, key=None):
-        """One bench row; pack (default: the run's) and key for rows of another pack."""
+    def marspec_row(self, precision, head, batch, pack=None, key=None, env=None):
+        """One bench row; pack (default: the run's) and key for rows of another pack, env for
+        rows with other settings (timing rows)."""
         def fn():
             self.need_marspec(precision)
             a = self.args
             argv = ["bench", "--parts", "--json", "--target", pack() if pack else a.pack, "--images", str(batch), "--batch", str(batch),
                     "--num-iter", str(a.num_iter), "--steps", str(a.steps), "--cfg", str(a.cfg), "--rounds", "1",
                     "--precision", precision, *HEADS[head][0]]
-            env = HEADS[head][1]
-            return {"argv": argv, "env": env, "stats": json.loads(self.marspec(argv, env).strip().splitlines()[-1])}
+            env_ = {**HEADS[head][1], **(env or {})}
+            return {"argv": argv, "env": env_, "stats": json.loads(self.marspec(argv, env_).strip().splitlines()[-1])}
         return self.measure(key or f"marspec/{precision}/{head}/b{batch}", fn)
 
     def official_row(self, kind, batch):
@@ -400,6 +401,19 @@ class Run:
         self.marspec_row(precision, "graph", a.batches[1], pack=lambda: self.half_copy("pack-head-stream-fp16", a.pack, "fp16", a.steps),
                          key=f"timing/{precision}/graph-head-stream-fp16/b{a.batches[1]}")
 
+    def stage_pick(self):
+        """What handing back only the predicted rows of each transformer pass saves
+        (mar.RowPicker): the replayed head at batch 64, where a guided pass's whole z is 100 MB,
+        with MARSPEC_PICK_ROWS=off beside the ratio stage's row (picking on). A timing row, kept
+        out of the ratios. Skipped when the preflight already turned picking off."""
+        a = self.args
+        precision, b = self.fast(), a.batches[2]
+        key = f"timing/{precision}/graph-pick-off/b{b}"
+        if os.environ.get("MARSPEC_PICK_ROWS") == "off":
+            self.keep(key, {"skipped": "picking is off for the whole run (the preflight turned it off)"})
+            return
+        self.marspec_row(precision, "graph", b, key=key, env={"MARSPEC_PICK_ROWS": "off"})
+
     def stage_kernels(self):
         a = self.args
         precision = self.fast()  # every session opened writes its weights again: the fastest rows' graphs only
@@ -448,6 +462,7 @@ class Run:
             "batch-1": lambda: [self.ratio_rows(b1), self.marspec_row("fp32", "graph", b1),
                                 *(self.marspec_row(self.fast(), h, b1) for h in ("fused", "per-step")), self.official_row("fp32", b1)],
             "stream": self.stage_stream,
+            "pick": self.stage_pick,
             "energy-head": self.stage_energy,
         }
         if self.args.device != "cpu":

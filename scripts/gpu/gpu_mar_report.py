@@ -91,7 +91,7 @@ def write_report(run):
             L.append(f"| marspec | {precision} | {head} | " + " | ".join(
                 "-" if r is None and k not in run.tried else cell(r, f3, notes) for r, k in zip(recs, keys)) + f" | {shares} |")
     L += [""] + [f"- [{i + 1}] {n}" for i, n in enumerate(notes)] + ([""] if notes else [])
-    L += ratio_lines(run) + [""] + parity_lines(run) + [""] + kernel_lines(run) + [""] + stream_lines(run) + [""] + stage_lines(run) + [""]
+    L += ratio_lines(run) + [""] + parity_lines(run) + [""] + kernel_lines(run) + [""] + stream_lines(run) + [""] + pick_lines(run) + [""] + stage_lines(run) + [""]
     with open(os.path.join(a.out, "gpu-mar.md"), "w") as f:
         f.write("\n".join(L))
 
@@ -192,6 +192,27 @@ def stream_lines(run):
             line += f", against {ms(base):.1f} ms with the default stream ({ms(base) - ms(rec):+.1f} ms)"
         L.append(line)
     return (["The fp16 residual stream (nodes fewer per step, the same kernels otherwise):", ""] + L) if L else []
+
+
+def pick_lines(run):
+    """The replayed head at batch 64 with each pass handing back every row (MARSPEC_PICK_ROWS=off)
+    beside the same row picking only the predicted ones."""
+    b = run.args.batches[2]
+    L = []
+    for precision in ("fp16", "fp32"):
+        key = f"timing/{precision}/graph-pick-off/b{b}"
+        if key not in run.results:
+            continue
+        rec, base = run.results[key], run.results.get(f"marspec/{precision}/graph/b{b}")
+        ips = lambda r: r["stats"]["images_per_second"]
+        tr = lambda r: r["stats"]["transformer"]["ms_per_call"]
+        line = (f"- {precision}, batch {b}, the replayed head with every transformer pass handing back its whole z "
+                "(`MARSPEC_PICK_ROWS=off`): " + cell(rec, lambda st: f"{ips(rec):.3g} images/s, transformer {tr(rec):.1f} ms per pass"))
+        if "stats" in rec and base and "stats" in base:
+            line += (f"; picking the predicted rows: {ips(base):.3g} images/s, transformer {tr(base):.1f} ms per pass "
+                     f"({ips(base) / ips(rec):.2f}x)")
+        L.append(line)
+    return (["Picking the rows a pass hands back (`docs/gpu.md`, IO binding):", ""] + L) if L else []
 
 
 def stage_lines(run):

@@ -22,7 +22,7 @@ type marRecord struct {
 
 // The stages of the device script (gpu_mar.py), in its order; a stage that disappears from the
 // script (or is renamed) fails TestGPUMarTiny.
-var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "parity-trained", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "stream", "energy-head"}
+var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "parity-trained", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "stream", "pick", "energy-head"}
 
 // Issue 40's device script (scripts/gpu/gpu_mar.py, the default of gpu_bench.sh) at tiny sizes
 // on the CPU: every stage must run and every row of its matrix (official fp32 and bf16
@@ -130,6 +130,12 @@ func TestGPUMarTiny(t *testing.T) {
 	} else {
 		checkIPS(t, "timing/fp32/graph-head-stream-fp16/b2", r.Stats, true)
 	}
+	// the timing row with every pass handing back its whole z, beside the picking row
+	if r := recs["timing/fp32/graph-pick-off/b4"]; r.Stats == nil {
+		t.Errorf("pick timing row not measured: %+v", r)
+	} else {
+		checkIPS(t, "timing/fp32/graph-pick-off/b4", r.Stats, true)
+	}
 	if r := recs["energy-head"]; r.Skipped == "" {
 		t.Errorf("energy head: %+v", r)
 	}
@@ -153,7 +159,8 @@ func TestGPUMarTiny(t *testing.T) {
 	for _, w := range []string{"| official | fp32 |", "| official | bf16 autocast |", "| marspec | fp32 | graph | ",
 		"| marspec | fp32 | fused | ", "| marspec | fp32 | rolled | ", "| marspec | fp32 | graph+cache | ",
 		"| marspec | fp16 | graph | skipped [", "Tiny sizes on the CPU", "fp16 vs fp32: skipped", "replayed as CUDA graphs vs not",
-		"head share", "| done |", "the replayed head with its residual stream fp16", "with the default stream ("} {
+		"head share", "| done |", "the replayed head with its residual stream fp16", "with the default stream (",
+		"handing back its whole z", "picking the predicted rows: "} {
 		if !strings.Contains(report, w) {
 			t.Errorf("report lacks %q:\n%s", w, report)
 		}
