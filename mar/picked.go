@@ -37,8 +37,9 @@ type rowPick struct {
 func (p *rowPick) graph(width int, source string) (*onnxrt.Graph, error) {
 	p.once.Do(func() {
 		opt := p.opt
-		opt.CUDAGraph = false // the pass's output is bound as its input: no fixed addresses
-		opt.FixedDims = nil   // its axes are its own
+		opt.CUDAGraph = false  // the pass's output is bound as its input: no fixed addresses
+		opt.FixedDims = nil    // its axes are its own
+		opt.IntraOpThreads = 1 // a copy: no thread pool of its own beside the transformer's
 		ins, outs := onnxrt.PickSpecs(width)
 		p.g, p.err = onnxrt.NewGraph(onnxrt.PickModel(width), source+" (picking rows)", opt, ins, outs)
 	})
