@@ -1,4 +1,4 @@
-"""Issue 40's device run: random-weight MAR-B at num_iter 64, 100 diffusion steps, cfg 2.9,
+"""The MAR-B device run: random-weight MAR-B at num_iter 64, 100 diffusion steps, cfg 2.9,
 batch 1, 8 and 64, marspec against the official MAR code, in one command that stops starting
 work after 8 minutes (scripts/gpu/gpu_bench.sh runs it; docs/gpu.md says how on a lent GPU).
 

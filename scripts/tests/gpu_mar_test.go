@@ -24,7 +24,7 @@ type marRecord struct {
 // script (or is renamed) fails TestGPUMarTiny.
 var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "parity-trained", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "stream", "pick", "energy-head"}
 
-// Issue 40's device script (scripts/gpu/gpu_mar.py, the default of gpu_bench.sh) at tiny sizes
+// The MAR-B device script (scripts/gpu/gpu_mar.py, the default of gpu_bench.sh) at tiny sizes
 // on the CPU: every stage must run and every row of its matrix (official fp32 and bf16
 // autocast; marspec fp32 and fp16 with the fused head replayed, unrolled and rolled, the
 // per-step head and the cache; fp16 parity and replay parity; the energy head) must be in
