@@ -204,28 +204,28 @@ func (e *Engine) guided() bool { return e.cfg.Sampling.CFG != 1 }
 
 // condition runs a transformer over rows and returns z (and z for "no class" under CFG).
 func (e *Engine) condition(m *mar.Model, ctx *mar.ContextBatch) ([]float32, []float32, error) {
-	W := m.Manifest.Width
-	z := make([]float32, ctx.Rows*e.L*W)
-	var zu []float32
-	if e.guided() {
-		zu = make([]float32, ctx.Rows*e.L*W)
-	}
+	z, zu := e.zBuffers(m, ctx.Rows*e.L)
 	return z, zu, ctx.Condition(m.Transformer, z, zu)
 }
 
 // conditionPicked runs a transformer over rows and returns z (and z for "no class" under CFG)
 // at the (row, position) pairs at only, [len(at), W] each (mar.ContextBatch.ConditionPicked).
 func (e *Engine) conditionPicked(m *mar.Model, ctx *mar.ContextBatch, at [][2]int) ([]float32, []float32, error) {
-	W := m.Manifest.Width
-	z := make([]float32, len(at)*W)
-	var zu []float32
-	if e.guided() {
-		zu = make([]float32, len(at)*W)
-	}
+	z, zu := e.zBuffers(m, len(at))
 	return z, zu, ctx.ConditionPicked(m.Transformer, at, z, zu)
 }
 
-// pickedRow is the head row of pick j of a conditionPicked pass.
+// zBuffers are n conditioning vectors of m's width, and as many for "no class" under CFG.
+func (e *Engine) zBuffers(m *mar.Model, n int) (z, zu []float32) {
+	z = make([]float32, n*m.Manifest.Width)
+	if e.guided() {
+		zu = make([]float32, n*m.Manifest.Width)
+	}
+	return z, zu
+}
+
+// pickedRow is the head row of conditioning vector j of z (and zu): pick j of a
+// conditionPicked pass.
 func (e *Engine) pickedRow(m *mar.Model, z, zu []float32, j, orderIndex int, noise *diffusion.TokenNoise) mar.DenoiseRow {
 	W := m.Manifest.Width
 	r := mar.DenoiseRow{Z: z[j*W : (j+1)*W], CFG: e.cfgScale(orderIndex), Noise: noise}
@@ -235,13 +235,9 @@ func (e *Engine) pickedRow(m *mar.Model, z, zu []float32, j, orderIndex int, noi
 	return r
 }
 
+// row is the head row of position pos of context row `row` of a whole pass (condition).
 func (e *Engine) row(m *mar.Model, z, zu []float32, row, pos, orderIndex int, noise *diffusion.TokenNoise) mar.DenoiseRow {
-	W := m.Manifest.Width
-	r := mar.DenoiseRow{Z: z[(row*e.L+pos)*W : (row*e.L+pos+1)*W], CFG: e.cfgScale(orderIndex), Noise: noise}
-	if zu != nil {
-		r.ZUncond = zu[(row*e.L+pos)*W : (row*e.L+pos+1)*W]
-	}
-	return r
+	return e.pickedRow(m, z, zu, row*e.L+pos, orderIndex, noise)
 }
 
 // draftPhase lets the draft propose each image's gamma tokens, one AR step at a time, all

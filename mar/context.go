@@ -12,7 +12,7 @@ type ContextBatch struct {
 	// One guided call runs 2*Rows: these hold the doubled inputs and output between calls.
 	tokens2, mask2, drop2, z2 []float32
 	class2                    []int64
-	// ConditionPicked's picks over the call's rows and what they pick
+	// a guided ConditionPicked's picks over both halves' rows and what they pick
 	at     [][2]int
 	picked []float32
 }

@@ -120,6 +120,11 @@ func ForwardPicked(t Transformer, tokens, mask []float32, classIDs []int64, drop
 	if p, ok := t.(RowPicker); ok && pickWanted() {
 		return p.ForwardPicked(tokens, mask, classIDs, dropClass, batch, at, z)
 	}
+	return pickFromPass(t, tokens, mask, classIDs, dropClass, batch, at, z)
+}
+
+// pickFromPass runs t's whole pass (Forward) and copies the rows at (row, position) into z.
+func pickFromPass(t Transformer, tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, at [][2]int, z []float32) error {
 	L, W := t.SeqLen(), t.Width()
 	whole := make([]float32, batch*L*W)
 	if err := t.Forward(tokens, mask, classIDs, dropClass, batch, whole); err != nil {
@@ -152,15 +157,10 @@ func pickFrom(whole []float32, L, W int, at [][2]int, z []float32) {
 // ForwardPicked serves calls whose rows all know a token through the wrapped transformer's
 // picking; a call with an opening row takes the whole pass (Forward), which remembers it.
 func (o *OpeningMemo) ForwardPicked(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, at [][2]int, z []float32) error {
-	L, W := o.SeqLen(), o.Width()
+	L := o.SeqLen()
 	for r := 0; r < batch; r++ {
 		if knowsNothing(mask[r*L : (r+1)*L]) {
-			whole := make([]float32, batch*L*W)
-			if err := o.Forward(tokens, mask, classIDs, dropClass, batch, whole); err != nil {
-				return err
-			}
-			pickFrom(whole, L, W, at, z)
-			return nil
+			return pickFromPass(o, tokens, mask, classIDs, dropClass, batch, at, z)
 		}
 	}
 	return ForwardPicked(o.Transformer, tokens, mask, classIDs, dropClass, batch, at, z)
@@ -171,23 +171,20 @@ func (o *OpeningMemo) ForwardPicked(tokens, mask []float32, classIDs []int64, dr
 // transformer that picks (RowPicker) hands back those rows alone; any other fills its whole
 // output and the rows are taken from it.
 func (c *ContextBatch) ConditionPicked(t Transformer, at [][2]int, z, zUncond []float32) error {
-	W := t.Width()
-	guided := zUncond != nil
-	tokens, mask, class, drop, rows := c.Inputs(guided)
-	c.at = append(c.at[:0], at...)
-	if guided {
-		for _, a := range at {
-			c.at = append(c.at, [2]int{a[0] + c.Rows, a[1]})
-		}
+	tokens, mask, class, drop, rows := c.Inputs(zUncond != nil)
+	if zUncond == nil {
+		return ForwardPicked(t, tokens, mask, class, drop, rows, at, z)
 	}
-	n := len(at) * W
-	c.picked = grow(c.picked, len(c.at)*W)
+	c.at = append(c.at[:0], at...) // the class rows' picks, then the same in the "no class" rows
+	for _, a := range at {
+		c.at = append(c.at, [2]int{a[0] + c.Rows, a[1]})
+	}
+	n := len(at) * t.Width()
+	c.picked = grow(c.picked, 2*n)
 	if err := ForwardPicked(t, tokens, mask, class, drop, rows, c.at, c.picked); err != nil {
 		return err
 	}
 	copy(z[:n], c.picked[:n])
-	if guided {
-		copy(zUncond[:n], c.picked[n:2*n])
-	}
+	copy(zUncond[:n], c.picked[n:])
 	return nil
 }
