@@ -19,11 +19,7 @@ func copyModel(specs []IOSpec) []byte {
 	graph := msg(func(b []byte) []byte {
 		for i := range specs {
 			in, out := fmt.Sprintf("in%d", i), fmt.Sprintf("out%d", i)
-			b = bytesField(b, 1, msg(func(n []byte) []byte {
-				n = bytesField(n, 1, []byte(in))
-				n = bytesField(n, 2, []byte(out))
-				return bytesField(n, 4, []byte("Identity"))
-			}))
+			b = bytesField(b, 1, nodeOf("Identity", []string{in}, out))
 		}
 		b = bytesField(b, 2, []byte("copy"))
 		for i, s := range specs {

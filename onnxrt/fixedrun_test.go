@@ -14,19 +14,13 @@ import (
 // element types and both dynamic axes go through a fixed-address run.
 func mixedModel() []byte {
 	node := func(op string, ins []string, out string, to int) []byte {
-		return msg(func(b []byte) []byte {
-			for _, in := range ins {
-				b = bytesField(b, 1, []byte(in))
-			}
-			b = bytesField(b, 2, []byte(out))
-			b = bytesField(b, 4, []byte(op))
-			if to != 0 { // Cast's "to", an INT attribute
-				b = bytesField(b, 5, msg(func(a []byte) []byte {
-					return varintField(varintField(bytesField(a, 1, []byte("to")), 3, uint64(to)), 20, 2)
-				}))
-			}
-			return b
-		})
+		b := nodeOf(op, ins, out)
+		if to != 0 { // Cast's "to", an INT attribute
+			b = bytesField(b, 5, msg(func(a []byte) []byte {
+				return varintField(varintField(bytesField(a, 1, []byte("to")), 3, uint64(to)), 20, 2)
+			}))
+		}
+		return b
 	}
 	value := func(name string, typ int, dims ...string) []byte {
 		return msg(func(b []byte) []byte {

@@ -74,12 +74,7 @@ func MatMulModel(k, n int, weights []float32) []byte {
 		b = bytesField(b, 8, []byte("b"))
 		return bytesField(b, 9, raw)
 	})
-	node := msg(func(b []byte) []byte {
-		b = bytesField(b, 1, []byte("a"))
-		b = bytesField(b, 1, []byte("b"))
-		b = bytesField(b, 2, []byte("c"))
-		return bytesField(b, 4, []byte("MatMul"))
-	})
+	node := nodeOf("MatMul", []string{"a", "b"}, "c")
 	graph := msg(func(b []byte) []byte {
 		b = bytesField(b, 1, node)
 		b = bytesField(b, 2, []byte("gemm"))
@@ -91,6 +86,18 @@ func MatMulModel(k, n int, weights []float32) []byte {
 }
 
 func msg(build func([]byte) []byte) []byte { return build(nil) }
+
+// nodeOf is a NodeProto of op from inputs to one output, without attributes (append field 5
+// to the bytes for one).
+func nodeOf(op string, inputs []string, output string) []byte {
+	return msg(func(b []byte) []byte {
+		for _, in := range inputs {
+			b = bytesField(b, 1, []byte(in))
+		}
+		b = bytesField(b, 2, []byte(output))
+		return bytesField(b, 4, []byte(op))
+	})
+}
 
 // modelOf is a ModelProto (IR version 8, the default opset 13) holding graph.
 func modelOf(graph []byte) []byte {

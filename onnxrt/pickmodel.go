@@ -5,14 +5,8 @@ package onnxrt
 // "picked" [n, width]. Run on the device where z was made, with z bound as another binding's
 // output, it lets only the picked rows cross to the host (mar's ForwardPicked).
 func PickModel(width int) []byte {
-	node := msg(func(b []byte) []byte {
-		b = bytesField(b, 1, []byte("z"))
-		b = bytesField(b, 1, []byte("at"))
-		b = bytesField(b, 2, []byte("picked"))
-		return bytesField(b, 4, []byte("GatherND"))
-	})
 	graph := msg(func(b []byte) []byte {
-		b = bytesField(b, 1, node)
+		b = bytesField(b, 1, nodeOf("GatherND", []string{"z", "at"}, "picked"))
 		b = bytesField(b, 2, []byte("pick"))
 		b = bytesField(b, 11, tensorValueInfo("z", elemFloat, "batch", "positions", width))
 		b = bytesField(b, 11, tensorValueInfo("at", elemInt64, "picks", 2))
