@@ -34,6 +34,7 @@ func MeasureCacheCosts(m *mar.Model, c *Costs, cache mar.CacheSettings, seqLen, 
 	timed.FullSteps, timed.RefreshEvery = 1, L+2
 	row := mar.CacheRow{Cache: &mar.ImageCache{}, Tokens: make([]float32, L*D), Mask: make([]float32, L),
 		Guided: c.Guided, Settings: timed, Step: 1, NumSteps: L + 2}
+	defer row.Cache.Release()
 	z := make([]float32, L*W)
 	var zu []float32
 	if c.Guided {

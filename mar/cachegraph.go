@@ -1,6 +1,8 @@
 package mar
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"marspec/onnxrt"
@@ -15,6 +17,9 @@ type CachedTransformer struct {
 	encBlocks, decBlocks int
 	// OnRun, when set, gets each call's duration (bench --cache times the cached calls).
 	OnRun func(time.Duration)
+	// kv moves the cache where the graph runs when it lives there (cacheOnDeviceWanted); nil:
+	// the cache lives in Go memory
+	kv *kvGraphs
 }
 
 // NewCachedTransformer opens the graph and checks its inputs and outputs against the pack.
@@ -50,26 +55,42 @@ func newCachedTransformer(data []byte, file string, m *Manifest, opt onnxrt.Sess
 	// kept sets were rarely reused but held (4 of them: 515 MB of Go heap at MAR-B with
 	// guidance, measured); lazy steps of one padded size still reuse theirs
 	g.SetKeep(1)
-	return &CachedTransformer{g: g, L: int(L), D: int(D), W: int(W), S: int(L) + m.BufferSize, buf: m.BufferSize,
-		encBlocks: int(E), decBlocks: int(Dd)}, nil
+	t := &CachedTransformer{g: g, L: int(L), D: int(D), W: int(W), S: int(L) + m.BufferSize, buf: m.BufferSize,
+		encBlocks: int(E), decBlocks: int(Dd)}
+	if cacheOnDeviceWanted(opt.Device) {
+		t.kv = newKVGraphs(opt, source)
+	}
+	return t, nil
 }
 
-// Close releases the session.
-func (t *CachedTransformer) Close() error { return t.g.Close() }
+// Close releases the session and every cache kept on the device.
+func (t *CachedTransformer) Close() error {
+	var err error
+	if t.kv != nil {
+		err = t.kv.close()
+	}
+	return errors.Join(err, t.g.Close())
+}
 
 // tokenCache is one image half's cache (class or "no class"), indexed by position over
 // buffer + L.
 type tokenCache struct {
 	encKV  []float32 // [E, 2, S, W]: encoder K and V per block
 	encOut []float32 // [S, W]: the encoder's output (the decoder's input before positions)
-	encHas []bool    // [S]: encKV and encOut hold this position
+	encHas []bool    // [S]: the cache holds this position's encoder K/V and output
 	decKV  []float32 // [Dd, 2, S, W]
 	fresh  []int     // [S]: the AR step the decoder K/V of a position were computed at; -1 never
+	// dev holds encKV, encOut and decKV instead when the cache lives where the graph runs
+	// (then those three are nil); nil before the half's first full pass
+	dev *deviceKV
 }
 
 func (t *CachedTransformer) newTokenCache() *tokenCache {
-	c := &tokenCache{encKV: make([]float32, t.encBlocks*2*t.S*t.W), encOut: make([]float32, t.S*t.W),
-		encHas: make([]bool, t.S), decKV: make([]float32, t.decBlocks*2*t.S*t.W), fresh: make([]int, t.S)}
+	c := &tokenCache{encHas: make([]bool, t.S), fresh: make([]int, t.S)}
+	if t.kv == nil {
+		c.encKV, c.encOut = make([]float32, t.encBlocks*2*t.S*t.W), make([]float32, t.S*t.W)
+		c.decKV = make([]float32, t.decBlocks*2*t.S*t.W)
+	}
 	for i := range c.fresh {
 		c.fresh[i] = -1
 	}
@@ -102,6 +123,12 @@ func (t *CachedTransformer) run(units []cacheUnit, full bool) error {
 
 // call is run without the timing hook.
 func (t *CachedTransformer) call(units []cacheUnit, full bool) error {
+	if t.kv != nil {
+		if err := t.callOnDevice(units, full); err != nil {
+			return fmt.Errorf("cache kept on the device (MARSPEC_CACHE_ON_DEVICE=off keeps it in host memory instead): %w", err)
+		}
+		return nil
+	}
 	B, S, W, L, D := len(units), t.S, t.W, t.L, t.D
 	Q, R := 1, 1
 	for _, u := range units {
@@ -115,50 +142,20 @@ func (t *CachedTransformer) call(units []cacheUnit, full bool) error {
 	}
 	E, Dd := t.encBlocks, t.decBlocks
 	return t.g.RunDims(onnxrt.Dims{B, C, Q, R}, func(in, _ onnxrt.Tensors) error {
-		tokens, mask, class, drop := in.F32(0), in.F32(1), in.I64(2), in.F32(3)
-		encKV, encOut, encKeep, decKV, decKeep := in.F32(4), in.F32(5), in.F32(6), in.F32(7), in.F32(8)
-		encPos, encValid, decPos, decValid, decSrc := in.I64(9), in.F32(10), in.I64(11), in.F32(12), in.I64(13)
+		small := cachedInputs{B: B, C: C, Q: Q, R: R, S: S,
+			tokens: in.F32(0), mask: in.F32(1), class: in.I64(2), drop: in.F32(3), encKeep: in.F32(6), decKeep: in.F32(8),
+			encPos: in.I64(9), encValid: in.F32(10), decPos: in.I64(11), decValid: in.F32(12), decSrc: in.I64(13)}
+		small.fill(units, full, L, D)
+		encKV, encOut, decKV := in.F32(4), in.F32(5), in.F32(7)
 		for b, u := range units {
-			copy(tokens[b*L*D:(b+1)*L*D], u.tokens)
-			copy(mask[b*L:(b+1)*L], u.mask)
-			class[b], drop[b] = u.class, u.drop
 			if full {
 				clear(encKV[b*E*2*W : (b+1)*E*2*W])
 				clear(encOut[b*W : (b+1)*W])
 				clear(decKV[b*Dd*2*W : (b+1)*Dd*2*W])
-				encKeep[b], decKeep[b] = 0, 0
 			} else {
 				copy(encKV[b*E*2*S*W:], u.cache.encKV)
 				copy(encOut[b*S*W:], u.cache.encOut)
 				copy(decKV[b*Dd*2*S*W:], u.cache.decKV)
-				for p := 0; p < S; p++ {
-					encKeep[b*S+p] = boolF32(u.cache.encHas[p])
-					decKeep[b*S+p] = 1
-				}
-				for _, p := range u.decR {
-					decKeep[b*S+p] = 0 // its fresh K/V replace the cached ones
-				}
-			}
-			encAt := map[int]int{}
-			for i := 0; i < Q; i++ {
-				encPos[b*Q+i], encValid[b*Q+i] = 0, 0
-				if i < len(u.encQ) {
-					encPos[b*Q+i], encValid[b*Q+i] = int64(u.encQ[i]), 1
-					encAt[u.encQ[i]] = i
-				}
-			}
-			for i := 0; i < R; i++ {
-				decPos[b*R+i], decValid[b*R+i], decSrc[b*R+i] = 0, 0, 0
-				if i >= len(u.decR) {
-					continue
-				}
-				p := u.decR[i]
-				decPos[b*R+i], decValid[b*R+i] = int64(p), 1
-				if j, ok := encAt[p]; ok {
-					decSrc[b*R+i] = int64(C + j) // fresh encoder output
-				} else if !full {
-					decSrc[b*R+i] = int64(p) // cached (or, for an unknown position, unused)
-				}
 			}
 		}
 		return nil
@@ -170,25 +167,127 @@ func (t *CachedTransformer) call(units []cacheUnit, full bool) error {
 			if c == nil {
 				continue
 			}
-			if full {
-				clear(c.encHas)
-			}
 			for i, p := range u.encQ {
 				for l := 0; l < E*2; l++ { // block l/2, K (even) or V (odd)
 					copy(c.encKV[(l*S+p)*W:(l*S+p+1)*W], encKVNew[((b*E*2+l)*Q+i)*W:])
 				}
 				copy(c.encOut[p*W:(p+1)*W], encOutNew[(b*Q+i)*W:])
-				c.encHas[p] = true
 			}
 			for i, p := range u.decR {
 				for l := 0; l < Dd*2; l++ {
 					copy(c.decKV[(l*S+p)*W:(l*S+p+1)*W], decKVNew[((b*Dd*2+l)*R+i)*W:])
 				}
-				c.fresh[p] = u.step
 			}
+			c.record(u, full)
 		}
 		return nil
 	})
+}
+
+// cachedInputs are a cached call's inputs but the K/V: B units, C cached positions (S of
+// them real), Q encoder and R decoder queries per unit.
+type cachedInputs struct {
+	B, C, Q, R, S          int
+	tokens, mask, drop     []float32
+	class                  []int64
+	encKeep, decKeep       []float32
+	encPos, decPos, decSrc []int64
+	encValid, decValid     []float32
+}
+
+// fill writes the inputs of units, allocating those not set.
+func (in *cachedInputs) fill(units []cacheUnit, full bool, L, D int) {
+	B, C, Q, R, S := in.B, in.C, in.Q, in.R, in.S
+	f32 := func(s *[]float32, n int) {
+		if *s == nil {
+			*s = make([]float32, n)
+		}
+	}
+	i64 := func(s *[]int64, n int) {
+		if *s == nil {
+			*s = make([]int64, n)
+		}
+	}
+	f32(&in.tokens, B*L*D)
+	f32(&in.mask, B*L)
+	f32(&in.drop, B)
+	i64(&in.class, B)
+	f32(&in.encKeep, B*C)
+	f32(&in.decKeep, B*C)
+	i64(&in.encPos, B*Q)
+	f32(&in.encValid, B*Q)
+	i64(&in.decPos, B*R)
+	f32(&in.decValid, B*R)
+	i64(&in.decSrc, B*R)
+	for b, u := range units {
+		copy(in.tokens[b*L*D:(b+1)*L*D], u.tokens)
+		copy(in.mask[b*L:(b+1)*L], u.mask)
+		in.class[b], in.drop[b] = u.class, u.drop
+		for p := 0; p < C; p++ {
+			in.encKeep[b*C+p], in.decKeep[b*C+p] = 0, 0
+			if !full && p < S {
+				in.encKeep[b*C+p], in.decKeep[b*C+p] = boolF32(u.cache.encHas[p]), 1
+			}
+		}
+		if !full {
+			for _, p := range u.decR {
+				in.decKeep[b*C+p] = 0 // its fresh K/V replace the cached ones
+			}
+		}
+		encAt := map[int]int{}
+		for i := 0; i < Q; i++ {
+			in.encPos[b*Q+i], in.encValid[b*Q+i] = 0, 0
+			if i < len(u.encQ) {
+				in.encPos[b*Q+i], in.encValid[b*Q+i] = int64(u.encQ[i]), 1
+				encAt[u.encQ[i]] = i
+			}
+		}
+		for i := 0; i < R; i++ {
+			in.decPos[b*R+i], in.decValid[b*R+i], in.decSrc[b*R+i] = 0, 0, 0
+			if i >= len(u.decR) {
+				continue
+			}
+			p := u.decR[i]
+			in.decPos[b*R+i], in.decValid[b*R+i] = int64(p), 1
+			if j, ok := encAt[p]; ok {
+				in.decSrc[b*R+i] = int64(C + j) // fresh encoder output
+			} else if !full {
+				in.decSrc[b*R+i] = int64(p) // cached (or, for an unknown position, unused)
+			}
+		}
+	}
+}
+
+// writePlaces are the index tuples where a call's new rows go in the device cache's tensors
+// (stacked: unit first): encoder K/V (unit, block, K or V, position), encoder output (unit,
+// position), decoder K/V. A padding query's rows go to position S, which no call reads.
+func (in *cachedInputs) writePlaces(units []cacheUnit, E, Dd int) (enc, out, dec []int64) {
+	B, Q, R, S := in.B, in.Q, in.R, in.S
+	at := func(list []int, i int) int64 {
+		if i < len(list) {
+			return int64(list[i])
+		}
+		return int64(S)
+	}
+	enc = make([]int64, 0, B*E*2*Q*4)
+	out = make([]int64, 0, B*Q*2)
+	dec = make([]int64, 0, B*Dd*2*R*4)
+	for b, u := range units {
+		for l := 0; l < E*2; l++ {
+			for i := 0; i < Q; i++ {
+				enc = append(enc, int64(b), int64(l/2), int64(l%2), at(u.encQ, i))
+			}
+		}
+		for i := 0; i < Q; i++ {
+			out = append(out, int64(b), at(u.encQ, i))
+		}
+		for l := 0; l < Dd*2; l++ {
+			for i := 0; i < R; i++ {
+				dec = append(dec, int64(b), int64(l/2), int64(l%2), at(u.decR, i))
+			}
+		}
+	}
+	return enc, out, dec
 }
 
 func boolF32(b bool) float32 {

@@ -273,6 +273,11 @@ func (m *Model) generateBatch(classes []int, first int, opt Options, dens *denoi
 	var caches []ImageCache
 	if opt.Cache.On {
 		caches = make([]ImageCache, b)
+		defer func() {
+			for i := range caches {
+				caches[i].Release()
+			}
+		}()
 	}
 	var z, zu []float32 // the picked positions' conditioning, [b*size, W] each
 	for k, size := range sizes {

@@ -93,6 +93,8 @@ func (s *Stepper) Remove(request string) int {
 	for _, im := range s.active {
 		if im.job.Request != request {
 			keep = append(keep, im)
+		} else {
+			im.cache.Release()
 		}
 	}
 	n := len(s.active) - len(keep)
@@ -221,6 +223,7 @@ func (s *Stepper) Step() ([]StepResult, error) {
 			keep = append(keep, im)
 			continue
 		}
+		im.cache.Release()
 		done = append(done, StepResult{Request: im.job.Request, Image: Image{Index: im.job.Index, Class: im.job.Class,
 			Tokens: im.tokens, Pixels: s.model.Tokenizer.Decode(im.tokens)}})
 	}

@@ -40,6 +40,9 @@ type Graph struct {
 	fixed            map[*FixedRun]struct{}
 	graphIDs         int
 	copyUp, copyDown *Graph
+	// taken are the outputs callers took from bindings (Binding.Take), released by Close if
+	// their owner has not (g.mu)
+	taken map[*Value]struct{}
 }
 
 // spareSets is how many unused tensor sets of one size a graph keeps: one per call that ran
@@ -166,7 +169,8 @@ func newGraph(model modelSource, source string, opt SessionOptions, inputs, outp
 		return nil, fmt.Errorf("%s: cannot create session: %v", source, oneLine(err))
 	}
 	return &Graph{source: source, session: sess, inputs: inputs, outputs: outputs, free: map[Dims][]*boundTensors{},
-		device: opt.Device, bindings: map[*Binding]struct{}{}, capture: opt.CUDAGraph && opt.Device.CUDA, fixed: map[*FixedRun]struct{}{}}, nil
+		device: opt.Device, bindings: map[*Binding]struct{}{}, capture: opt.CUDAGraph && opt.Device.CUDA, fixed: map[*FixedRun]struct{}{},
+		taken: map[*Value]struct{}{}}, nil
 }
 
 func checkIO(source, kind string, got []ort.InputOutputInfo, want []IOSpec) error {
@@ -406,6 +410,7 @@ func (g *Graph) Close() error {
 		open = append(open, b)
 	}
 	clear(g.bindings)
+	g.releaseTaken()
 	g.mu.Unlock()
 	for _, b := range open { // before the session they bind goes
 		b.mu.Lock()

@@ -39,6 +39,8 @@ type Value struct {
 	ptr      unsafe.Pointer
 	onDevice bool // in the memory of a CUDA session's device: not readable from Go
 	released bool
+	// owner is the graph whose binding made a value taken with Take (nil otherwise)
+	owner *Graph
 }
 
 // BindingStats counts, over the process, what bindings moved: Go slices bound as inputs
@@ -288,6 +290,9 @@ func (b *Binding) Output(i int) *Value {
 // another binding holds them as inputs (ONNX Runtime counts the references).
 func (b *Binding) releaseOutputs() {
 	for _, v := range b.outs {
+		if v == nil { // taken
+			continue
+		}
 		releaseValue(v.ptr)
 		v.released = true
 	}

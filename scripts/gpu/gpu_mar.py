@@ -414,6 +414,21 @@ class Run:
             return
         self.marspec_row(precision, "graph", b, key=key, env={"MARSPEC_PICK_ROWS": "off"})
 
+    def stage_cache(self):
+        """The replayed head with the cache at batch 8 and 64, its K/V kept where the cached
+        graph runs (MARSPEC_CACHE_ON_DEVICE=on: the GPU's default, forced on the CPU so that the
+        tiny form runs the device's code). Untried on a GPU: if a row fails with an error naming
+        MARSPEC_CACHE_ON_DEVICE, that row and the next run with the K/V in host memory (=off), as
+        the run of 2026-11-27 had them, recorded and named in the report."""
+        env = {"MARSPEC_CACHE_ON_DEVICE": "on"}
+        for b in self.args.batches[1:]:
+            rec = self.marspec_row(self.fast(), "graph+cache", b, env=env)
+            if env["MARSPEC_CACHE_ON_DEVICE"] == "on" and rec and "MARSPEC_CACHE_ON_DEVICE" in rec.get("error", ""):
+                self.keep("cache/kv-in-host-memory", {"error": rec["error"], "note": "the cache on the device failed: "
+                                                      "MARSPEC_CACHE_ON_DEVICE=off for the cache rows from here on"})
+                env = {"MARSPEC_CACHE_ON_DEVICE": "off"}
+                self.marspec_row(self.fast(), "graph+cache", b, env=env)
+
     def stage_kernels(self):
         a = self.args
         precision = self.fast()  # every session opened writes its weights again: the fastest rows' graphs only
@@ -455,7 +470,7 @@ class Run:
             "parity-trained": self.stage_parity_trained,
             "kernels": self.stage_kernels,
             "head-kinds": lambda: [self.marspec_row(self.fast(), h, b) for b in (b8, b64) for h in ("fused", "rolled")],
-            "cache": lambda: [self.marspec_row(self.fast(), "graph+cache", b) for b in (b8, b64)],
+            "cache": self.stage_cache,
             "fp32": lambda: [self.marspec_row("fp32", "graph", b) for b in (b8, b64)],
             "official-fp32": lambda: [self.official_row("fp32", b) for b in (b8, b64)],
             "per-step": lambda: [self.marspec_row(p, "per-step", b) for b in (b8, b64) for p in PRECISIONS],

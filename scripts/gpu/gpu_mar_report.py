@@ -221,6 +221,10 @@ def stage_lines(run):
     if off:
         L += ["**Every marspec row ran with `MARSPEC_PICK_ROWS=off`**: a pass that hands back only the picked rows "
               "failed on this device in the preflight (" + " ".join(off["error"].split())[-300:] + ").", ""]
+    host = run.results.get("cache/kv-in-host-memory")
+    if host:
+        L += ["**The cache rows ran with their K/V in host memory (`MARSPEC_CACHE_ON_DEVICE=off`)**: the cache kept "
+              "on the device failed on this device (" + " ".join(host["error"].split())[-300:] + ").", ""]
     L += ["| stage | budget (s) | used (s) | status |", "|---|---|---|---|"]
     for name, budget in run.stage_budgets:
         s = run.stage_log.get(name)

@@ -13,11 +13,12 @@ import (
 
 // marRecord is one line of gpu_mar.py's results.jsonl: measured (stats) or not, and why.
 type marRecord struct {
-	Key     string          `json:"key"`
-	Stats   json.RawMessage `json:"stats"`
-	Skipped string          `json:"skipped"`
-	Cut     string          `json:"cut"`
-	Error   string          `json:"error"`
+	Key     string            `json:"key"`
+	Stats   json.RawMessage   `json:"stats"`
+	Skipped string            `json:"skipped"`
+	Cut     string            `json:"cut"`
+	Error   string            `json:"error"`
+	Env     map[string]string `json:"env"`
 }
 
 // The stages of the device script (gpu_mar.py), in its order; a stage that disappears from the
@@ -95,6 +96,11 @@ func TestGPUMarTiny(t *testing.T) {
 			t.Errorf("%s not measured: %+v", key, r)
 		} else if checkIPS(t, key, r.Stats, true); (len(s.Sessions) > 0) != want {
 			t.Errorf("%s: unrolled sessions %q, want some: %v", key, s.Sessions, want)
+		}
+	}
+	for _, b := range []string{"b2", "b4"} { // the cache rows run the device's path: K/V kept where the graph runs
+		if r := recs["marspec/fp32/graph+cache/"+b]; r.Env["MARSPEC_CACHE_ON_DEVICE"] != "on" {
+			t.Errorf("graph+cache/%s ran with MARSPEC_CACHE_ON_DEVICE=%q, want on", b, r.Env["MARSPEC_CACHE_ON_DEVICE"])
 		}
 	}
 	for _, key := range []string{"parity/fp16-vs-fp32", "parity/trained-fp16-vs-fp32/stream-fp32", "parity/trained-fp16-vs-fp32/stream-fp16"} {
@@ -247,6 +253,18 @@ func TestGPUMarPickRowsFallback(t *testing.T) {
 	out, err := exec.Command(python, "test_gpu_pick_rows.py", t.TempDir()).CombinedOutput()
 	if err != nil {
 		t.Fatalf("test_gpu_pick_rows.py: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// The device script's cache stage, where the cache kept on the device fails, runs that row and
+// the next with MARSPEC_CACHE_ON_DEVICE=off and says so in the report; any other failure turns
+// nothing off (test_gpu_cache_on_device.py, stand-in commands).
+func TestGPUMarCacheOnDeviceFallback(t *testing.T) {
+	needTorch(t)
+	out, err := exec.Command(python, "test_gpu_cache_on_device.py", t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("test_gpu_cache_on_device.py: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
 }
