@@ -181,10 +181,8 @@ type cacheFixture struct {
 	}
 }
 
-// The Go cache (bookkeeping in mar/cachestep.go, the graph under ONNX Runtime) reproduces the
-// PyTorch reference's cached sequence: full steps exactly the transformer, lazy steps the
-// same approximation (the reference keeps its cache its own way, one image at a time).
-func TestCachedSequenceMatchesPyTorch(t *testing.T) {
+func readCacheFixture(t *testing.T) cacheFixture {
+	t.Helper()
 	data, err := os.ReadFile("testdata/cache_target.json")
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +191,14 @@ func TestCachedSequenceMatchesPyTorch(t *testing.T) {
 	if err := json.Unmarshal(data, &fx); err != nil {
 		t.Fatal(err)
 	}
+	return fx
+}
+
+// The Go cache (bookkeeping in mar/cachestep.go, the graph under ONNX Runtime) reproduces the
+// PyTorch reference's cached sequence: full steps exactly the transformer, lazy steps the
+// same approximation (the reference keeps its cache its own way, one image at a time).
+func TestCachedSequenceMatchesPyTorch(t *testing.T) {
+	fx := readCacheFixture(t)
 	m := loadCachedTarget(t)
 	L, W := fx.SeqLen, fx.Width
 	const tol = parityTol // measured: under 3e-6 through 16 steps

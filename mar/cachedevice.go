@@ -3,7 +3,6 @@ package mar
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 
@@ -17,13 +16,7 @@ import (
 // choice (the z are the same bit for bit, TestDeviceCacheMatchesHostCache), so CPU tests run
 // the GPU's code.
 func cacheOnDeviceWanted(dev onnxrt.Device) bool {
-	switch os.Getenv("MARSPEC_CACHE_ON_DEVICE") {
-	case "on":
-		return true
-	case "off":
-		return false
-	}
-	return dev.CUDA
+	return onCUDAUnless("MARSPEC_CACHE_ON_DEVICE", dev)
 }
 
 // deviceKV is an image half's K/V where the cached graph runs: encoder K/V [1, E, 2, S+1, W],

@@ -1,8 +1,6 @@
 package mar
 
 import (
-	"encoding/json"
-	"os"
 	"slices"
 	"testing"
 
@@ -29,14 +27,7 @@ func openCacheTargets(t *testing.T) (host, dev *Model) {
 // released cache leaves nothing on the device.
 func TestDeviceCacheMatchesHostCache(t *testing.T) {
 	host, dev := openCacheTargets(t)
-	data, err := os.ReadFile("testdata/cache_target.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fx cacheFixture
-	if err := json.Unmarshal(data, &fx); err != nil {
-		t.Fatal(err)
-	}
+	fx := readCacheFixture(t)
 	L, W := fx.SeqLen, fx.Width
 	kept := onnxrt.TakenValues()
 	lazySteps := 0
@@ -126,25 +117,7 @@ func TestDeviceCacheImages(t *testing.T) {
 		if n := onnxrt.TakenValues() - kept; n != 0 {
 			t.Fatalf("reuse %v: %d tensors left on the device after Generate, want 0", reuse, n)
 		}
-		var stepped [2]map[int][]float32
-		for i, m := range []*Model{host, dev} {
-			s := NewStepper(m)
-			stepped[i] = map[int][]float32{}
-			for step := 0; len(stepped[i]) < len(classes); step++ {
-				if step < len(classes) {
-					if err := s.Add(StepJob{Request: "r", Index: step, Class: classes[step], Options: opt}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				done, err := s.Step()
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, d := range done {
-					stepped[i][d.Image.Index] = d.Image.Tokens
-				}
-			}
-		}
+		stepped := [2]map[int][]float32{stepJoining(t, host, classes, opt), stepJoining(t, dev, classes, opt)}
 		for i := range classes {
 			if !slices.Equal(stepped[0][i], stepped[1][i]) {
 				t.Fatalf("reuse %v, image %d: the Stepper's tokens differ with the cache on the device", reuse, i)

@@ -1,8 +1,6 @@
 package mar
 
 import (
-	"os"
-
 	"marspec/onnxrt"
 )
 
@@ -27,13 +25,7 @@ type BindableHead interface {
 // is no copy to save. MARSPEC_IO_BINDING=on or off overrides either choice (the tokens are the
 // same bit for bit, TestBoundHeadMatchesCopies), so CPU tests run the GPU's code.
 func ioBindingWanted(dev onnxrt.Device) bool {
-	switch os.Getenv("MARSPEC_IO_BINDING") {
-	case "on":
-		return true
-	case "off":
-		return false
-	}
-	return dev.CUDA
+	return onCUDAUnless("MARSPEC_IO_BINDING", dev)
 }
 
 // BindZ binds z for a run's steps when IO binding is wanted (ioBindingWanted).

@@ -2,7 +2,6 @@ package mar
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -202,11 +201,5 @@ func (l *lazyLoop) close() error {
 // call also pays kernel launches and copies, it is used. MARSPEC_HEAD_LOOP=on or off overrides
 // either choice (the tokens are the same either way, TestFusedMatchesPerStep).
 func headLoopWanted(dev onnxrt.Device) bool {
-	switch os.Getenv("MARSPEC_HEAD_LOOP") {
-	case "on":
-		return true
-	case "off":
-		return false
-	}
-	return dev.CUDA
+	return onCUDAUnless("MARSPEC_HEAD_LOOP", dev)
 }

@@ -165,28 +165,36 @@ func TestImagesSameWithPicking(t *testing.T) {
 		}
 		// the Stepper, with the images joining a step apart (its second step mixes an
 		// opening row with picked ones)
-		s := NewStepper(m)
-		stepped := map[int][]float32{}
-		for step := 0; len(stepped) < len(classes); step++ {
-			if step < len(classes) {
-				if err := s.Add(StepJob{Request: "r", Index: step, Class: classes[step], Options: opt}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			done, err := s.Step()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, d := range done {
-				stepped[d.Image.Index] = d.Image.Tokens
-			}
-		}
+		stepped := stepJoining(t, m, classes, opt)
 		for i := range want {
 			if !slices.Equal(want[i].Tokens, stepped[i]) {
 				t.Errorf("cfg %g image %d: the Stepper's tokens with picking on differ from Generate's with it off", opt.CFG, i)
 			}
 		}
 	}
+}
+
+// stepJoining makes the images of classes with a Stepper, image i joining at step i, and
+// returns their tokens by index.
+func stepJoining(t *testing.T, m *Model, classes []int, opt Options) map[int][]float32 {
+	t.Helper()
+	s := NewStepper(m)
+	stepped := map[int][]float32{}
+	for step := 0; len(stepped) < len(classes); step++ {
+		if step < len(classes) {
+			if err := s.Add(StepJob{Request: "r", Index: step, Class: classes[step], Options: opt}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done, err := s.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range done {
+			stepped[d.Image.Index] = d.Image.Tokens
+		}
+	}
+	return stepped
 }
 
 // The cached graph's full passes (a MAR-B pack on the CPU) pick, bit for bit, the rows of

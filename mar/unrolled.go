@@ -3,7 +3,6 @@ package mar
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 
@@ -191,13 +190,7 @@ func padRows[T float32 | float64](dst, src []T, blocks, n, rows, w int) {
 // MARSPEC_HEAD_UNROLLED=on or off overrides (the tokens are the same either way,
 // TestUnrolledMatchesLoop).
 func unrolledWanted(dev onnxrt.Device) bool {
-	switch os.Getenv("MARSPEC_HEAD_UNROLLED") {
-	case "on":
-		return true
-	case "off":
-		return false
-	}
-	return dev.CUDA
+	return onCUDAUnless("MARSPEC_HEAD_UNROLLED", dev)
 }
 
 // unrolledLoops are the pack's unrolled graphs for the head, or nil when it has none.
