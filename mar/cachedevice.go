@@ -1,8 +1,10 @@
 package mar
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -61,27 +63,58 @@ type kvGraphs struct {
 	opt    onnxrt.SessionOptions
 	source string
 	mu     sync.Mutex
-	graphs map[[2]int]*onnxrt.Graph
+	graphs map[[2]int]*kvGraph
+	clock  uint64
 	closed bool
+	opened map[kvKind]int // graphs opened so far, per kind (for tests)
 }
+
+type kvGraph struct {
+	g     *onnxrt.Graph
+	users int    // calls using it now
+	used  uint64 // when it was last handed out
+}
+
+// kvKeepIdle is how many graphs of a kind stay open beside those a call is using or whose
+// outputs still hold caches. Each is a session with its own pool of device memory, which keeps
+// its high-water mark until the session closes: without a bound, a server whose calls carry
+// many counts of image halves would keep a pool per count.
+const kvKeepIdle = 2
 
 func newKVGraphs(opt onnxrt.SessionOptions, source string) *kvGraphs {
 	opt.CUDAGraph = false  // bound to other graphs' outputs: no fixed addresses
 	opt.FixedDims = nil    // their axes are their own
 	opt.IntraOpThreads = 1 // copies: no thread pool of their own beside the transformer's
-	return &kvGraphs{opt: opt, source: source, graphs: map[[2]int]*onnxrt.Graph{}}
+	return &kvGraphs{opt: opt, source: source, graphs: map[[2]int]*kvGraph{}, opened: map[kvKind]int{}}
 }
 
-func (k *kvGraphs) get(kind kvKind, n int) (*onnxrt.Graph, error) {
+// get hands out the graph of kind for n image halves; done gives it back after the call.
+func (k *kvGraphs) get(kind kvKind, n int) (g *onnxrt.Graph, done func(), err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {
-		return nil, errors.New("cache graphs used after Close")
+		return nil, nil, errors.New("cache graphs used after Close")
 	}
 	key := [2]int{int(kind), n}
-	if g := k.graphs[key]; g != nil {
-		return g, nil
+	e := k.graphs[key]
+	if e == nil {
+		if e, err = k.open(kind, n); err != nil {
+			return nil, nil, err
+		}
+		k.graphs[key] = e
+		k.opened[kind]++
 	}
+	k.clock++
+	e.users, e.used = e.users+1, k.clock
+	k.trim(kind)
+	return e.g, func() {
+		k.mu.Lock()
+		e.users--
+		k.mu.Unlock()
+	}, nil
+}
+
+func (k *kvGraphs) open(kind kvKind, n int) (*kvGraph, error) {
 	var model []byte
 	var ins, outs []onnxrt.IOSpec
 	var what string
@@ -98,8 +131,37 @@ func (k *kvGraphs) get(kind kvKind, n int) (*onnxrt.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.graphs[key] = g
-	return g, nil
+	return &kvGraph{g: g}, nil
+}
+
+// trim closes the graphs of kind beyond the kvKeepIdle most recently used among the idle ones:
+// no call is using them and no cache lives in their memory (k.mu held).
+func (k *kvGraphs) trim(kind kvKind) {
+	var idle [][2]int
+	for key, e := range k.graphs {
+		if key[0] == int(kind) && e.users == 0 && e.g.TakenValues() == 0 {
+			idle = append(idle, key)
+		}
+	}
+	if len(idle) <= kvKeepIdle {
+		return
+	}
+	slices.SortFunc(idle, func(a, b [2]int) int { return cmp.Compare(k.graphs[b].used, k.graphs[a].used) })
+	for _, key := range idle[kvKeepIdle:] {
+		k.graphs[key].g.Close()
+		delete(k.graphs, key)
+	}
+}
+
+// counts are how many graphs of each kind are open now and have been opened (for tests).
+func (k *kvGraphs) counts() (open, opened map[kvKind]int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	open = map[kvKind]int{}
+	for key := range k.graphs {
+		open[kvKind(key[0])]++
+	}
+	return open, maps.Clone(k.opened)
 }
 
 // close closes the graphs, which releases every cache still on the device.
@@ -108,8 +170,8 @@ func (k *kvGraphs) close() error {
 	defer k.mu.Unlock()
 	k.closed = true
 	var errs []error
-	for _, g := range k.graphs {
-		errs = append(errs, g.Close())
+	for _, e := range k.graphs {
+		errs = append(errs, e.g.Close())
 	}
 	clear(k.graphs)
 	return errors.Join(errs...)
@@ -140,10 +202,11 @@ func (t *CachedTransformer) callOnDevice(units []cacheUnit, full bool) error {
 
 	var stacked *onnxrt.Binding
 	if !full {
-		g, err := t.kv.get(kvStack, B)
+		g, done, err := t.kv.get(kvStack, B)
 		if err != nil {
 			return err
 		}
+		defer done()
 		if stacked, err = g.Bind(slices.Repeat([]bool{true}, 2*len(kvRanks))...); err != nil {
 			return err
 		}
@@ -206,10 +269,11 @@ func (t *CachedTransformer) callOnDevice(units []cacheUnit, full bool) error {
 	if full {
 		kind = kvFresh
 	}
-	g, err := t.kv.get(kind, B)
+	g, done, err := t.kv.get(kind, B)
 	if err != nil {
 		return err
 	}
+	defer done()
 	written, err := g.Bind(slices.Repeat([]bool{true}, len(kvRanks)*B)...)
 	if err != nil {
 		return err

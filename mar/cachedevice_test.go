@@ -147,3 +147,49 @@ func TestDeviceCacheImages(t *testing.T) {
 		t.Fatalf("%d tensors left on the device after the request was removed, want 0", n)
 	}
 }
+
+// A Stepper whose calls carry a new count of image halves at every step (images joining one by
+// one, both halves lazy) keeps few of the small graphs open, since each keeps a pool of device
+// memory: the idle ones beyond kvKeepIdle close, never one a cache lives in (the tokens stay
+// those of the cache in Go memory).
+func TestDeviceCacheGraphsStayFew(t *testing.T) {
+	host, dev := openCacheTargets(t)
+	classes := []int{0, 1, 2, 3, 4, 5, 6}
+	opt := Options{Seed: 3, CFG: 3, NumIter: 10, Steps: 5,
+		Cache: CacheSettings{On: true, FullSteps: 1, RefreshEvery: 5, Recompute: 2, ReuseCFG: false}}
+	want := stepJoining(t, host, classes, opt)
+	s := NewStepper(dev)
+	got := map[int][]float32{}
+	most := 0
+	for step := 0; len(got) < len(classes); step++ {
+		if step < len(classes) {
+			if err := s.Add(StepJob{Request: "r", Index: step, Class: classes[step], Options: opt}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done, err := s.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range done {
+			got[d.Image.Index] = d.Image.Tokens
+		}
+		open, _ := dev.Cached.kv.counts()
+		for kind, n := range open {
+			most = max(most, n)
+			if n > kvKeepIdle+3 {
+				t.Fatalf("step %d: %d graphs of kind %d open, want at most %d idle ones and those holding caches", step, n, kind, kvKeepIdle)
+			}
+		}
+	}
+	if _, opened := dev.Cached.kv.counts(); opened[kvUpdate] <= most {
+		t.Fatalf("%d updating graphs opened in all, at most %d of a kind open at once: nothing was closed", opened[kvUpdate], most)
+	}
+	for i := range classes {
+		if !slices.Equal(want[i], got[i]) {
+			t.Fatalf("image %d: tokens differ with the cache on the device", i)
+		}
+	}
+	_, opened := dev.Cached.kv.counts()
+	t.Logf("at most %d graphs of a kind open at once; opened %v (stack, update, fresh)", most, opened)
+}

@@ -32,6 +32,13 @@ func (b *Binding) Take(i int) (*Value, error) {
 	return v, nil
 }
 
+// TakenValues is how many values taken from the graph's bindings are not yet released.
+func (g *Graph) TakenValues() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.taken)
+}
+
 // Release frees a taken value. Safe to call twice, on nil, and after its graph's Close.
 func (v *Value) Release() {
 	if v == nil || v.owner == nil {
