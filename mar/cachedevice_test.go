@@ -193,3 +193,57 @@ func TestDeviceCacheGraphsStayFew(t *testing.T) {
 	_, opened := dev.Cached.kv.counts()
 	t.Logf("at most %d graphs of a kind open at once; opened %v (stack, update, fresh)", most, opened)
 }
+
+// A lazy call of the embedded target with the cache in Go memory and on the device (the CPU's
+// memory here: what the device's path costs where there is no PCIe to save). 16 guided images,
+// the CFG difference reused, after a full pass knowing 8 tokens each.
+func BenchmarkCacheLazyCall(b *testing.B) {
+	needRuntime(b)
+	p, err := LoadPackDir("../models/target")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const images = 16
+	for _, where := range []string{"off", "on"} {
+		b.Setenv("MARSPEC_CACHE_ON_DEVICE", where)
+		m, err := p.Open(onnxrt.SessionOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		L, D, W := m.Manifest.SeqLen(), m.Manifest.TokenDim, m.Manifest.Width
+		settings := CacheSettings{On: true, FullSteps: 1, RefreshEvery: 1000, Recompute: L / 16, ReuseCFG: true}
+		rows := make([]CacheRow, images)
+		for i := range rows {
+			tokens, mask := make([]float32, L*D), make([]float32, L)
+			for j := range tokens {
+				tokens[j] = float32(j%7) * 0.1
+			}
+			for j := range mask {
+				mask[j] = boolF32(j >= 8)
+			}
+			rows[i] = CacheRow{Cache: &ImageCache{}, Tokens: tokens, Mask: mask, Class: i % 10, Guided: true,
+				Settings: settings, Step: 1, NumSteps: 10, Predict: []int{8, 9, 10, 11}}
+		}
+		z, zu := make([]float32, images*L*W), make([]float32, images*L*W)
+		if err := m.ConditionCached(rows, z, zu); err != nil { // step 1: a full pass keeping the K/V
+			b.Fatal(err)
+		}
+		for i := range rows {
+			rows[i].Step = 2
+		}
+		if k := settings.Kind(2, 10); k != StepLazy {
+			b.Fatalf("step 2 is %v, want lazy", k)
+		}
+		b.Run("on_device="+where, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := m.ConditionCached(rows, z, zu); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		for i := range rows {
+			rows[i].Cache.Release()
+		}
+		closeModel(m)
+	}
+}
