@@ -179,8 +179,8 @@ func (k *kvGraphs) close() error {
 
 // callOnDevice is call with the K/V kept where the graph runs: a lazy call stacks the units'
 // caches into its inputs, and the queries' new K/V are written into them there. Only the
-// small per-call inputs go up and only z comes back. Queries are not padded to a multiple of 8
-// (roundUp): the bound tensors are not kept between calls here.
+// small per-call inputs go up and only z comes back. A lazy call's queries are padded as the
+// Go-memory path pads them (roundUp), so that both give the same z bit for bit.
 func (t *CachedTransformer) callOnDevice(units []cacheUnit, full bool) error {
 	B, S, W, L, D := len(units), t.S, t.W, t.L, t.D
 	E, Dd := t.encBlocks, t.decBlocks
