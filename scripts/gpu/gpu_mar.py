@@ -75,7 +75,7 @@ PARITY_MEAN_LEVELS, PARITY_PIXEL_LEVELS, PARITY_SHARE = 2.0, 8, 0.99
 # every call, 60% of a generation there; and 35 s did not hold two generations for parity)
 STAGES = [("pack", 120), ("ratio-b8", 90), ("ratio-b64", 110), ("parity", 75), ("parity-trained", 45), ("kernels", 40), ("head-kinds", 80), ("cache", 50),
           ("fp32", 60), ("official-fp32", 70), ("per-step", 60), ("batch-1", 60), ("stream", 75), ("pick", 50),
-          ("energy-head", 0)]  # energy-head: whatever is left
+          ("cache-kv", 40), ("energy-head", 0)]  # energy-head: whatever is left
 # head -> (bench flags, environment): "fused" is the unrolled graph where the pack has one for
 # the run's steps (the pack stage makes it), "rolled" the ONNX Loop, "graph" the unrolled graph
 # replayed as CUDA graphs (docs/gpu.md)
@@ -429,6 +429,18 @@ class Run:
                 env = {"MARSPEC_CACHE_ON_DEVICE": "off"}
                 self.marspec_row(self.fast(), "graph+cache", b, env=env)
 
+    def stage_cache_kv(self):
+        """What keeping the cache's K/V on the device saves: the replayed head with the cache at
+        batch 8 with MARSPEC_CACHE_ON_DEVICE=off (every lazy call copies every block's K/V of
+        every image half across PCIe) beside the cache stage's row (on the device). A timing row,
+        kept out of the ratios. Skipped when the cache stage already fell back to =off."""
+        precision, b = self.fast(), self.args.batches[1]
+        key = f"timing/{precision}/graph+cache-kv-host/b{b}"
+        if "cache/kv-in-host-memory" in self.results:
+            self.keep(key, {"skipped": "the cache rows already ran with their K/V in host memory (the cache stage fell back)"})
+            return
+        self.marspec_row(precision, "graph+cache", b, key=key, env={"MARSPEC_CACHE_ON_DEVICE": "off"})
+
     def stage_kernels(self):
         a = self.args
         precision = self.fast()  # every session opened writes its weights again: the fastest rows' graphs only
@@ -478,6 +490,7 @@ class Run:
                                 *(self.marspec_row(self.fast(), h, b1) for h in ("fused", "per-step")), self.official_row("fp32", b1)],
             "stream": self.stage_stream,
             "pick": self.stage_pick,
+            "cache-kv": self.stage_cache_kv,
             "energy-head": self.stage_energy,
         }
         if self.args.device != "cpu":

@@ -91,7 +91,7 @@ def write_report(run):
             L.append(f"| marspec | {precision} | {head} | " + " | ".join(
                 "-" if r is None and k not in run.tried else cell(r, f3, notes) for r, k in zip(recs, keys)) + f" | {shares} |")
     L += [""] + [f"- [{i + 1}] {n}" for i, n in enumerate(notes)] + ([""] if notes else [])
-    L += ratio_lines(run) + [""] + parity_lines(run) + [""] + kernel_lines(run) + [""] + stream_lines(run) + [""] + pick_lines(run) + [""] + stage_lines(run) + [""]
+    L += ratio_lines(run) + [""] + parity_lines(run) + [""] + kernel_lines(run) + [""] + stream_lines(run) + [""] + pick_lines(run) + [""] + cache_kv_lines(run) + [""] + stage_lines(run) + [""]
     with open(os.path.join(a.out, "gpu-mar.md"), "w") as f:
         f.write("\n".join(L))
 
@@ -213,6 +213,25 @@ def pick_lines(run):
                      f"({ips(base) / ips(rec):.2f}x)")
         L.append(line)
     return (["Picking the rows a pass hands back (`docs/gpu.md`, IO binding):", ""] + L) if L else []
+
+
+def cache_kv_lines(run):
+    """The replayed head with the cache at batch 8, its K/V in host memory
+    (MARSPEC_CACHE_ON_DEVICE=off), beside the same row with them kept on the device."""
+    b = run.args.batches[1]
+    L = []
+    for precision in ("fp16", "fp32"):
+        key = f"timing/{precision}/graph+cache-kv-host/b{b}"
+        if key not in run.results:
+            continue
+        rec, base = run.results[key], run.results.get(f"marspec/{precision}/graph+cache/b{b}")
+        ips = lambda r: r["stats"]["images_per_second"]
+        line = (f"- {precision}, batch {b}, the replayed head with the cache, its K/V in host memory "
+                "(`MARSPEC_CACHE_ON_DEVICE=off`): " + cell(rec, lambda st: f"{ips(rec):.3g} images/s"))
+        if "stats" in rec and base and "stats" in base:
+            line += f"; kept on the device: {ips(base):.3g} images/s ({ips(base) / ips(rec):.2f}x)"
+        L.append(line)
+    return (["The cache's K/V kept on the device (`docs/cache.md`):", ""] + L) if L else []
 
 
 def stage_lines(run):

@@ -23,7 +23,7 @@ type marRecord struct {
 
 // The stages of the device script (gpu_mar.py), in its order; a stage that disappears from the
 // script (or is renamed) fails TestGPUMarTiny.
-var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "parity-trained", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "stream", "pick", "energy-head"}
+var marStages = []string{"pack", "ratio-b8", "ratio-b64", "parity", "parity-trained", "kernels", "head-kinds", "cache", "fp32", "official-fp32", "per-step", "batch-1", "stream", "pick", "cache-kv", "energy-head"}
 
 // The MAR-B device script (scripts/gpu/gpu_mar.py, the default of gpu_bench.sh) at tiny sizes
 // on the CPU: every stage must run and every row of its matrix (official fp32 and bf16
@@ -141,6 +141,12 @@ func TestGPUMarTiny(t *testing.T) {
 		t.Errorf("pick timing row not measured: %+v", r)
 	} else {
 		checkIPS(t, "timing/fp32/graph-pick-off/b4", r.Stats, true)
+	}
+	// the timing row with the cache's K/V in host memory, beside the cache row (on the device)
+	if r := recs["timing/fp32/graph+cache-kv-host/b2"]; r.Stats == nil || r.Env["MARSPEC_CACHE_ON_DEVICE"] != "off" {
+		t.Errorf("cache-kv timing row not measured with the K/V in host memory: %+v", r)
+	} else {
+		checkIPS(t, "timing/fp32/graph+cache-kv-host/b2", r.Stats, true)
 	}
 	if r := recs["energy-head"]; r.Skipped == "" {
 		t.Errorf("energy head: %+v", r)
