@@ -92,8 +92,8 @@ func TestDeviceCacheMatchesHostCache(t *testing.T) {
 
 // Whole images with the cache on the device are those with the cache in Go memory: Generate
 // (guided, the CFG difference reused and not) and the Stepper with images joining a step
-// apart, so that a call pads some image halves' queries; finished and removed images leave
-// nothing on the device.
+// apart, so that a call pads some image halves' queries; finished, removed and cleared images
+// leave nothing on the device.
 func TestDeviceCacheImages(t *testing.T) {
 	host, dev := openCacheTargets(t)
 	kept := onnxrt.TakenValues()
@@ -145,6 +145,20 @@ func TestDeviceCacheImages(t *testing.T) {
 	s.Remove("gone")
 	if n := onnxrt.TakenValues() - kept; n != 0 {
 		t.Fatalf("%d tensors left on the device after the request was removed, want 0", n)
+	}
+	for i, c := range classes { // and a Stepper cleared (a failed group's engine) lets go too
+		if err := s.Add(StepJob{Request: "dropped", Index: i, Class: c, Options: opt}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := 0; k < 3; k++ {
+		if _, err := s.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Clear()
+	if n := onnxrt.TakenValues() - kept; n != 0 || s.Active() != 0 {
+		t.Fatalf("%d tensors left on the device and %d images after Clear, want none", n, s.Active())
 	}
 }
 

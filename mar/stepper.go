@@ -103,6 +103,15 @@ func (s *Stepper) Remove(request string) int {
 	return n
 }
 
+// Clear drops every unfinished image, releasing the cache each holds on the device.
+func (s *Stepper) Clear() {
+	for _, im := range s.active {
+		im.cache.Release()
+	}
+	clear(s.active)
+	s.active = s.active[:0]
+}
+
 // Active is the number of unfinished images.
 func (s *Stepper) Active() int { return len(s.active) }
 

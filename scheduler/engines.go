@@ -21,6 +21,9 @@ type engine interface {
 	step() ([]finished, error)
 	active() int
 	known() map[string]partial // how far each job's unfinished images are, together (progress)
+	// drop lets go of every unfinished image, and of what it holds outside Go's memory (the
+	// cache's K/V on a GPU), when the engine itself is dropped
+	drop()
 }
 
 // partial is how far some of a job's images are: the tokens they know, and how many images'
@@ -84,6 +87,7 @@ func (e *stepperEngine) add(job string, p *generation.Plan, index int) error {
 }
 func (e *stepperEngine) remove(job string) { e.s.Remove(job) }
 func (e *stepperEngine) active() int       { return e.s.Active() }
+func (e *stepperEngine) drop()             { e.s.Clear() }
 
 // known weighs an image's AR steps alike (StepShare without costs): a server times none at
 // open, and a step of merged images is one pass for all of them whatever each reveals. The
@@ -118,6 +122,7 @@ func (e *specEngine) add(job string, p *generation.Plan, index int) error {
 
 func (e *specEngine) remove(job string) { e.e.Remove(job) }
 func (e *specEngine) active() int       { return e.e.Active() }
+func (e *specEngine) drop()             {} // its images hold Go memory only
 
 // known takes an image's tokens as its work: speculative rounds follow no fixed schedule of
 // steps to weigh, and one costs about another (the drafts and one target pass) while the

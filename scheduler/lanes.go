@@ -47,6 +47,12 @@ func (l *laneSet) remove(job string) {
 	}
 }
 
+func (l *laneSet) drop() {
+	for _, e := range l.lanes {
+		e.drop()
+	}
+}
+
 func (l *laneSet) active() int {
 	n := 0
 	for _, e := range l.lanes {

@@ -32,6 +32,10 @@ func TestLanesSpreadImages(t *testing.T) {
 		if l.active() != 7 || l.known()["a"] != (partial{}) {
 			t.Errorf("%d lanes: active %d, known %v", c.lanes, l.active(), l.known())
 		}
+		l.drop() // what a failed group does before dropping its engine: every lane lets go
+		if l.active() != 0 {
+			t.Errorf("%d lanes: %d images left after drop", c.lanes, l.active())
+		}
 	}
 }
 
@@ -46,6 +50,7 @@ type meetEngine struct {
 
 func (e *meetEngine) add(string, *generation.Plan, int) error { e.n++; return nil }
 func (e *meetEngine) remove(string)                           {}
+func (e *meetEngine) drop()                                   {}
 func (e *meetEngine) active() int                             { return e.n }
 func (e *meetEngine) known() map[string]partial               { return nil }
 func (e *meetEngine) step() ([]finished, error) {

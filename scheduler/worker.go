@@ -398,6 +398,9 @@ func (w *worker) failAll(err error) {
 	}
 	clear(w.pending[len(keep):])
 	w.pending = keep
+	if w.eng != nil {
+		w.eng.drop()
+	}
 	w.eng = nil
 	s.wakeHead(w)
 }
