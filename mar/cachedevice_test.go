@@ -172,22 +172,8 @@ func TestDeviceCacheGraphsStayFew(t *testing.T) {
 	opt := Options{Seed: 3, CFG: 3, NumIter: 10, Steps: 5,
 		Cache: CacheSettings{On: true, FullSteps: 1, RefreshEvery: 5, Recompute: 2, ReuseCFG: false}}
 	want := stepJoining(t, host, classes, opt)
-	s := NewStepper(dev)
-	got := map[int][]float32{}
 	most := 0
-	for step := 0; len(got) < len(classes); step++ {
-		if step < len(classes) {
-			if err := s.Add(StepJob{Request: "r", Index: step, Class: classes[step], Options: opt}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		done, err := s.Step()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range done {
-			got[d.Image.Index] = d.Image.Tokens
-		}
+	got := stepJoining(t, dev, classes, opt, func(step int) {
 		open, _ := dev.Cached.kv.counts()
 		for kind, n := range open {
 			most = max(most, n)
@@ -195,7 +181,7 @@ func TestDeviceCacheGraphsStayFew(t *testing.T) {
 				t.Fatalf("step %d: %d graphs of kind %d open, want at most %d idle ones and those holding caches", step, n, kind, kvKeepIdle)
 			}
 		}
-	}
+	})
 	if _, opened := dev.Cached.kv.counts(); opened[kvUpdate] <= most {
 		t.Fatalf("%d updating graphs opened in all, at most %d of a kind open at once: nothing was closed", opened[kvUpdate], most)
 	}

@@ -175,8 +175,8 @@ func TestImagesSameWithPicking(t *testing.T) {
 }
 
 // stepJoining makes the images of classes with a Stepper, image i joining at step i, and
-// returns their tokens by index.
-func stepJoining(t *testing.T, m *Model, classes []int, opt Options) map[int][]float32 {
+// returns their tokens by index; each of after runs after each step.
+func stepJoining(t *testing.T, m *Model, classes []int, opt Options, after ...func(step int)) map[int][]float32 {
 	t.Helper()
 	s := NewStepper(m)
 	stepped := map[int][]float32{}
@@ -192,6 +192,9 @@ func stepJoining(t *testing.T, m *Model, classes []int, opt Options) map[int][]f
 		}
 		for _, d := range done {
 			stepped[d.Image.Index] = d.Image.Tokens
+		}
+		for _, f := range after {
+			f(step)
 		}
 	}
 	return stepped
