@@ -9,26 +9,13 @@ import "fmt"
 // builds marspec loads has no device copy that works with a provider appended to session
 // options (fixedrun.go).
 func copyModel(specs []IOSpec) []byte {
-	valueInfo := func(name string, s IOSpec) []byte {
-		dims := make([]any, len(s.Shape))
-		for d := range dims {
-			dims[d] = fmt.Sprintf("%s_%d", name, d) // dim_param: dynamic
-		}
-		return tensorValueInfo(name, elemType(s), dims...)
-	}
+	ins, outs := copySpecs(specs)
 	graph := msg(func(b []byte) []byte {
 		for i := range specs {
-			in, out := fmt.Sprintf("in%d", i), fmt.Sprintf("out%d", i)
-			b = bytesField(b, 1, nodeOf("Identity", []string{in}, out))
+			b = bytesField(b, 1, nodeOf("Identity", []string{ins[i].Name}, outs[i].Name))
 		}
 		b = bytesField(b, 2, []byte("copy"))
-		for i, s := range specs {
-			b = bytesField(b, 11, valueInfo(fmt.Sprintf("in%d", i), s))
-		}
-		for i, s := range specs {
-			b = bytesField(b, 12, valueInfo(fmt.Sprintf("out%d", i), s))
-		}
-		return b
+		return valueInfos(b, ins, outs)
 	})
 	return modelOf(graph)
 }
@@ -47,10 +34,7 @@ func elemType(s IOSpec) int {
 // copySpecs are the copy model's inputs and outputs for specs, as NewGraph checks them.
 func copySpecs(specs []IOSpec) (ins, outs []IOSpec) {
 	for i, s := range specs {
-		shape := make([]int64, len(s.Shape))
-		for d := range shape {
-			shape[d] = -1
-		}
+		shape := dynamic(len(s.Shape))
 		ins = append(ins, IOSpec{Name: fmt.Sprintf("in%d", i), Int64: s.Int64, Float64: s.Float64, Shape: shape})
 		outs = append(outs, IOSpec{Name: fmt.Sprintf("out%d", i), Int64: s.Int64, Float64: s.Float64, Shape: shape})
 	}

@@ -14,13 +14,10 @@ import (
 // element types and both dynamic axes go through a fixed-address run.
 func mixedModel() []byte {
 	node := func(op string, ins []string, out string, to int) []byte {
-		b := nodeOf(op, ins, out)
-		if to != 0 { // Cast's "to", an INT attribute
-			b = bytesField(b, 5, msg(func(a []byte) []byte {
-				return varintField(varintField(bytesField(a, 1, []byte("to")), 3, uint64(to)), 20, 2)
-			}))
+		if to != 0 { // Cast's "to"
+			return nodeWith(op, ins, []string{out}, intAttr("to", int64(to)))
 		}
-		return b
+		return nodeOf(op, ins, out)
 	}
 	value := func(name string, typ int, dims ...string) []byte {
 		return msg(func(b []byte) []byte {

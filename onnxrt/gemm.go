@@ -87,15 +87,35 @@ func MatMulModel(k, n int, weights []float32) []byte {
 
 func msg(build func([]byte) []byte) []byte { return build(nil) }
 
-// nodeOf is a NodeProto of op from inputs to one output, without attributes (append field 5
-// to the bytes for one).
+// nodeOf is a NodeProto of op from inputs to one output, without attributes.
 func nodeOf(op string, inputs []string, output string) []byte {
+	return nodeWith(op, inputs, []string{output})
+}
+
+// nodeWith is a NodeProto of op from inputs to outputs, with attributes.
+func nodeWith(op string, inputs, outputs []string, attrs ...[]byte) []byte {
 	return msg(func(b []byte) []byte {
 		for _, in := range inputs {
 			b = bytesField(b, 1, []byte(in))
 		}
-		b = bytesField(b, 2, []byte(output))
-		return bytesField(b, 4, []byte(op))
+		for _, out := range outputs {
+			b = bytesField(b, 2, []byte(out))
+		}
+		b = bytesField(b, 4, []byte(op))
+		for _, a := range attrs {
+			b = bytesField(b, 5, a)
+		}
+		return b
+	})
+}
+
+// intAttr is an AttributeProto of one int.
+func intAttr(name string, v int64) []byte {
+	const attrInt = 2 // AttributeProto.AttributeType INT
+	return msg(func(b []byte) []byte {
+		b = bytesField(b, 1, []byte(name))
+		b = varintField(b, 3, uint64(v))
+		return varintField(b, 20, attrInt)
 	})
 }
 
