@@ -179,24 +179,17 @@ func (k *kvGraphs) close() error {
 
 // callOnDevice is call with the K/V kept where the graph runs: a lazy call stacks the units'
 // caches into its inputs, and the queries' new K/V are written into them there. Only the
-// small per-call inputs go up and only z comes back. A lazy call's queries are padded as the
-// Go-memory path pads them (roundUp), so that both give the same z bit for bit.
+// small per-call inputs go up and only z comes back. Its shape is the Go-memory path's
+// (callShape), so that both give the same z bit for bit.
 func (t *CachedTransformer) callOnDevice(units []cacheUnit, full bool) error {
 	B, S, W, L, D := len(units), t.S, t.W, t.L, t.D
 	E, Dd := t.encBlocks, t.decBlocks
-	Q, R := 1, 1
 	for _, u := range units {
-		Q, R = max(Q, len(u.encQ)), max(R, len(u.decR))
 		if !full && (u.cache == nil || u.cache.dev == nil) {
 			return fmt.Errorf("cache: a lazy call for an image half without K/V on the device (no full pass before it)")
 		}
 	}
-	C := S // the graph sees the cache without its spare slot
-	if full {
-		C = 1 // a dummy entry nothing attends to
-	} else {
-		Q, R = roundUp(Q), roundUp(R)
-	}
+	C, Q, R := t.callShape(units, full) // C = S: the graph sees the cache without its spare slot
 	in := cachedInputs{B: B, C: C, Q: Q, R: R, S: S}
 	in.fill(units, full, L, D)
 

@@ -130,16 +130,7 @@ func (t *CachedTransformer) call(units []cacheUnit, full bool) error {
 		return nil
 	}
 	B, S, W, L, D := len(units), t.S, t.W, t.L, t.D
-	Q, R := 1, 1
-	for _, u := range units {
-		Q, R = max(Q, len(u.encQ)), max(R, len(u.decR))
-	}
-	C := S
-	if full {
-		C = 1 // a dummy entry nothing attends to
-	} else {
-		Q, R = roundUp(Q), roundUp(R)
-	}
+	C, Q, R := t.callShape(units, full)
 	E, Dd := t.encBlocks, t.decBlocks
 	return t.g.RunDims(onnxrt.Dims{B, C, Q, R}, func(in, _ onnxrt.Tensors) error {
 		small := cachedInputs{B: B, C: C, Q: Q, R: R, S: S,
@@ -182,6 +173,20 @@ func (t *CachedTransformer) call(units []cacheUnit, full bool) error {
 		}
 		return nil
 	})
+}
+
+// callShape is a call's count of cached positions C and of encoder and decoder queries per
+// unit, Q and R: a full pass reads a one-entry dummy cache; a lazy call's query counts are
+// padded to a multiple of 8, so that nearby steps reuse one set of bound tensors.
+func (t *CachedTransformer) callShape(units []cacheUnit, full bool) (C, Q, R int) {
+	Q, R = 1, 1
+	for _, u := range units {
+		Q, R = max(Q, len(u.encQ)), max(R, len(u.decR))
+	}
+	if full {
+		return 1, Q, R
+	}
+	return t.S, roundUp(Q), roundUp(R)
 }
 
 // cachedInputs are a cached call's inputs but the K/V: B units, C cached positions (S of
