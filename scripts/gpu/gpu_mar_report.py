@@ -194,44 +194,41 @@ def stream_lines(run):
     return (["The fp16 residual stream (nodes fewer per step, the same kernels otherwise):", ""] + L) if L else []
 
 
+def switched_off_lines(run, batch, row, base_row, off, on, title, detail=lambda rec: ""):
+    """A timing row with a path switched off (key timing/PRECISION/ROW/bBATCH) beside the
+    measured row that has it on (marspec/PRECISION/BASE_ROW/bBATCH): images/s of each and
+    their ratio, detail(rec) after each figure."""
+    ips = lambda rec: rec["stats"]["images_per_second"]
+    L = []
+    for precision in ("fp16", "fp32"):
+        key = f"timing/{precision}/{row}/b{batch}"
+        if key not in run.results:
+            continue
+        rec, base = run.results[key], run.results.get(f"marspec/{precision}/{base_row}/b{batch}")
+        line = f"- {precision}, batch {batch}, {off}: " + cell(rec, lambda st: f"{ips(rec):.3g} images/s{detail(rec)}")
+        if "stats" in rec and base and "stats" in base:
+            line += f"; {on}: {ips(base):.3g} images/s{detail(base)} ({ips(base) / ips(rec):.2f}x)"
+        L.append(line)
+    return ([title, ""] + L) if L else []
+
+
 def pick_lines(run):
     """The replayed head at batch 64 with each pass handing back every row (MARSPEC_PICK_ROWS=off)
     beside the same row picking only the predicted ones."""
-    b = run.args.batches[2]
-    L = []
-    for precision in ("fp16", "fp32"):
-        key = f"timing/{precision}/graph-pick-off/b{b}"
-        if key not in run.results:
-            continue
-        rec, base = run.results[key], run.results.get(f"marspec/{precision}/graph/b{b}")
-        ips = lambda r: r["stats"]["images_per_second"]
-        tr = lambda r: r["stats"]["transformer"]["ms_per_call"]
-        line = (f"- {precision}, batch {b}, the replayed head with every transformer pass handing back its whole z "
-                "(`MARSPEC_PICK_ROWS=off`): " + cell(rec, lambda st: f"{ips(rec):.3g} images/s, transformer {tr(rec):.1f} ms per pass"))
-        if "stats" in rec and base and "stats" in base:
-            line += (f"; picking the predicted rows: {ips(base):.3g} images/s, transformer {tr(base):.1f} ms per pass "
-                     f"({ips(base) / ips(rec):.2f}x)")
-        L.append(line)
-    return (["Picking the rows a pass hands back (`docs/gpu.md`, IO binding):", ""] + L) if L else []
+    return switched_off_lines(
+        run, run.args.batches[2], "graph-pick-off", "graph",
+        "the replayed head with every transformer pass handing back its whole z (`MARSPEC_PICK_ROWS=off`)",
+        "picking the predicted rows", "Picking the rows a pass hands back (`docs/gpu.md`, IO binding):",
+        detail=lambda rec: f", transformer {rec['stats']['transformer']['ms_per_call']:.1f} ms per pass")
 
 
 def cache_kv_lines(run):
     """The replayed head with the cache at batch 8, its K/V in host memory
     (MARSPEC_CACHE_ON_DEVICE=off), beside the same row with them kept on the device."""
-    b = run.args.batches[1]
-    L = []
-    for precision in ("fp16", "fp32"):
-        key = f"timing/{precision}/graph+cache-kv-host/b{b}"
-        if key not in run.results:
-            continue
-        rec, base = run.results[key], run.results.get(f"marspec/{precision}/graph+cache/b{b}")
-        ips = lambda r: r["stats"]["images_per_second"]
-        line = (f"- {precision}, batch {b}, the replayed head with the cache, its K/V in host memory "
-                "(`MARSPEC_CACHE_ON_DEVICE=off`): " + cell(rec, lambda st: f"{ips(rec):.3g} images/s"))
-        if "stats" in rec and base and "stats" in base:
-            line += f"; kept on the device: {ips(base):.3g} images/s ({ips(base) / ips(rec):.2f}x)"
-        L.append(line)
-    return (["The cache's K/V kept on the device (`docs/cache.md`):", ""] + L) if L else []
+    return switched_off_lines(
+        run, run.args.batches[1], "graph+cache-kv-host", "graph+cache",
+        "the replayed head with the cache, its K/V in host memory (`MARSPEC_CACHE_ON_DEVICE=off`)",
+        "kept on the device", "The cache's K/V kept on the device (`docs/cache.md`):")
 
 
 def stage_lines(run):
