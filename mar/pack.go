@@ -62,6 +62,9 @@ type Manifest struct {
 	// Cache names the optional cached transformer graph for caching across AR steps
 	// (mar/cache.go, scripts/packs/cached_transformer.py).
 	Cache *CacheSpec `json:"cache,omitempty"`
+	// Picked names the optional transformer that makes z at chosen positions only (mar/
+	// pickedgraph.go, scripts/packs/picked_transformer.py).
+	Picked *PickedSpec `json:"picked,omitempty"`
 	// Settings are the pack's own defaults and named presets, with their provenance
 	// (mar/settings.go); nil in older packs, which get settings derived from the embedded
 	// pack's (generation.PackSettings).
@@ -101,6 +104,10 @@ type Pack struct {
 	// Cached is the cached transformer graph at the pack's precision; nil when there is none, or
 	// when CachedFile is set
 	Cached []byte
+	// Picked is the picked transformer at the pack's precision; nil when there is none, or when
+	// PickedFile is set (its path on disk)
+	Picked     []byte
+	PickedFile string
 	// TransformerFile, CachedFile, HeadFile and DecoderFile are set instead of Transformer,
 	// Cached, Head and Decoder for a pack read from a folder (LoadPackDirAt): ONNX Runtime opens
 	// the graph by its path, which also finds the weights of a graph over 2 GB in the .onnx.data
@@ -212,6 +219,11 @@ func (m *Manifest) validate() error {
 	}
 	if c := m.Cache; c != nil {
 		if err := c.validate(); err != nil {
+			return err
+		}
+	}
+	if pk := m.Picked; pk != nil {
+		if err := pk.validate(); err != nil {
 			return err
 		}
 	}
@@ -356,6 +368,16 @@ func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 		}
 		if p.CachedFile == "" {
 			if p.Cached, err = read(files.cached); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if files.picked != "" && !p.ServesFromCache() { // a pack that large opens transformer.onnx on a GPU only
+		if p.PickedFile, err = byPath(files.picked); err != nil {
+			return nil, err
+		}
+		if p.PickedFile == "" {
+			if p.Picked, err = read(files.picked); err != nil {
 				return nil, err
 			}
 		}
@@ -547,6 +569,11 @@ func (p *Pack) openTransformer(opt onnxrt.SessionOptions) (interface {
 		}
 	}
 	tr, err := newONNXTransformer(data, file, p.Manifest, opt, p.Source+"/"+p.files.transformer)
+	if err == nil {
+		if tr.picked, err = openPickedGraph(p.Picked, p.PickedFile, p.Manifest, opt, p.Source+"/"+p.files.picked); err != nil {
+			tr.Close()
+		}
+	}
 	if err != nil {
 		if ct != nil {
 			ct.Close()

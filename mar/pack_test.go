@@ -63,6 +63,7 @@ func TestManifestValidation(t *testing.T) {
 		{"format", func(m map[string]any) { m["format"] = "other/2" }, `format "other/2" unsupported`},
 		{"unknown field", func(m map[string]any) { m["token_dims"] = 16 }, `unknown field "token_dims"`},
 		{"buffer_size", func(m map[string]any) { m["buffer_size"] = -1 }, "buffer_size must not be negative"},
+		{"picked file", func(m map[string]any) { sub(m, "picked")["file"] = "../t.onnx" }, `picked file "../t.onnx": want a file name in the pack folder ending in .onnx`},
 	}
 	for _, c := range cases {
 		m := targetManifestJSON(t)
@@ -120,6 +121,8 @@ func TestLoadPackFS(t *testing.T) {
 		"packs/p/head.int8.onnx":               {Data: []byte("HQ")},
 		"packs/p/head_loop.int8.onnx":          {Data: []byte("FQ")},
 		"packs/p/transformer_cached.int8.onnx": {Data: []byte("TCQ")},
+		"packs/p/transformer_picked.onnx":      {Data: []byte("TP")},
+		"packs/p/transformer_picked.int8.onnx": {Data: []byte("TPQ")},
 	}
 	p, err := LoadPackFS(fsys, "packs/p", "embedded/p")
 	if err != nil {
@@ -127,19 +130,28 @@ func TestLoadPackFS(t *testing.T) {
 	}
 	// a small pack keeps both transformer graphs (FullPassesFromCacheBytes)
 	if string(p.Transformer) != "T" || string(p.Head) != "H" || string(p.HeadLoop) != "F" || p.Manifest.Name != "fmnist-target" ||
-		string(p.ExitDraft) != "XD" || string(p.ExitRest) != "XR" || string(p.Distilled) != "DH" || string(p.Cached) != "TC" {
+		string(p.ExitDraft) != "XD" || string(p.ExitRest) != "XR" || string(p.Distilled) != "DH" || string(p.Cached) != "TC" ||
+		string(p.Picked) != "TP" {
 		t.Fatalf("pack read wrongly: %+v", p)
 	}
 	if p, err := LoadPackFSAt(fsys, "packs/p", "embedded/p", Int8); err != nil {
 		t.Fatal(err)
-	} else if string(p.Transformer) != "TQ" || string(p.Cached) != "TCQ" {
-		t.Fatalf("int8 pack read wrongly: transformer %q, cached %q", p.Transformer, p.Cached)
+	} else if string(p.Transformer) != "TQ" || string(p.Cached) != "TCQ" || string(p.Picked) != "TPQ" {
+		t.Fatalf("int8 pack read wrongly: transformer %q, cached %q, picked %q", p.Transformer, p.Cached, p.Picked)
 	}
-	// past the threshold the cached graph serves every transformer pass: transformer.onnx is not read
+	// a manifest that names the picked graph needs the file
+	delete(fsys, "packs/p/transformer_picked.onnx")
+	if _, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err == nil || !strings.Contains(err.Error(), "embedded/p: cannot read transformer_picked.onnx") {
+		t.Fatalf("missing transformer_picked.onnx: %v", err)
+	}
+	// past the threshold the cached graph serves every transformer pass: transformer.onnx is not
+	// read, nor the picked graph beside it
 	lowerFullPassesThreshold(t)
-	if p, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err != nil || p.Transformer != nil || string(p.Cached) != "TC" || !p.ServesFromCache() {
-		t.Fatalf("a pack served from its cached graph: %v, transformer %q, cached %q", err, p.Transformer, p.Cached)
+	if p, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err != nil || p.Transformer != nil || string(p.Cached) != "TC" || !p.ServesFromCache() ||
+		p.Picked != nil {
+		t.Fatalf("a pack served from its cached graph: %v, transformer %q, cached %q, picked %q", err, p.Transformer, p.Cached, p.Picked)
 	}
+	fsys["packs/p/transformer_picked.onnx"] = &fstest.MapFile{Data: []byte("TP")}
 	// so is the cached transformer
 	delete(fsys, "packs/p/transformer_cached.onnx")
 	if _, err := LoadPackFS(fsys, "packs/p", "embedded/p"); err == nil || !strings.Contains(err.Error(), "embedded/p: cannot read transformer_cached.onnx") {
@@ -243,7 +255,7 @@ func TestLoadPackReadsUnrolled(t *testing.T) {
 	manifest, _ := json.Marshal(m)
 	fsys := fstest.MapFS{"p/manifest.json": {Data: manifest}}
 	for _, f := range []string{"transformer", "head", "head_loop", "transformer_cached", "transformer.int8", "head.int8",
-		"head_loop.int8", "transformer_cached.int8", "head_loop.guided50", "head_loop.int8.unguided50", "exit_draft", "exit_rest", "distilled_head"} {
+		"head_loop.int8", "transformer_cached.int8", "transformer_picked", "head_loop.guided50", "head_loop.int8.unguided50", "exit_draft", "exit_rest", "distilled_head"} {
 		fsys["p/"+f+".onnx"] = &fstest.MapFile{Data: []byte(f)}
 	}
 	p, err := LoadPackFS(fsys, "p", "embedded/p")

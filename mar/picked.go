@@ -55,12 +55,19 @@ func (p *rowPick) close() error {
 	return err
 }
 
-// ForwardPicked runs the pass with its output kept on the device and hands the pick graph that
-// value: only len(at) rows of W floats come back.
+// ForwardPicked runs the pack's picked transformer when it has one (pickedgraph.go); else it runs
+// the pass with its output kept on the device and hands the pick graph that value: only len(at)
+// rows of W floats come back.
 func (t *ONNXTransformer) ForwardPicked(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, at [][2]int, z []float32) error {
 	L, W := t.seqLen, t.width
 	if err := checkPicks(at, batch, L, W, z); err != nil {
 		return fmt.Errorf("%s: %v", t.Source(), err)
+	}
+	if t.picked != nil {
+		if err := t.picked.forward(tokens, mask, classIDs, dropClass, batch, at, z); err != nil {
+			return fmt.Errorf("transformer pass at the picked rows only (MARSPEC_PICK_ROWS=off runs the whole pass instead): %w", err)
+		}
+		return nil
 	}
 	if err := t.forwardPicked(tokens, mask, classIDs, dropClass, batch, at, z); err != nil {
 		return fmt.Errorf("transformer pass handing back only the picked rows (MARSPEC_PICK_ROWS=off hands back every row instead): %w", err)

@@ -67,7 +67,10 @@ type PrecisionSpec struct {
 	HeadLoopUnrolled []UnrolledLoop `json:"head_loop_unrolled,omitempty"`
 	// Cached is the cached transformer at this precision (the manifest's cache graph, scripts/
 	// packs/cached_transformer.py); "" in a pack quantised before the cached graph was.
-	Cached       string          `json:"transformer_cached,omitempty"`
+	Cached string `json:"transformer_cached,omitempty"`
+	// Picked is the picked transformer at this precision (the manifest's picked graph); "" in a
+	// pack quantised before it had one.
+	Picked       string          `json:"transformer_picked,omitempty"`
 	Quantization json.RawMessage `json:"quantization,omitempty"`
 	// HeadLoopNeverClips: the fused head's sampler was specialised to a pack that never clips x0
 	// and ignores its clip input (half_pack.py folds such a posterior step into fewer nodes).
@@ -87,10 +90,10 @@ func ParsePrecision(s string) (string, error) {
 
 // graphFiles are the transformer, head, fused-head and cached-transformer files a precision
 // opens; headLoop is "" when the pack has no fused head, cached when it has no cached graph at
-// this precision.
+// this precision, picked when it has no picked transformer at it.
 type graphFiles struct {
-	transformer, head, headLoop, cached string
-	unrolled                            []UnrolledLoop // the fused head unrolled for given step counts
+	transformer, head, headLoop, cached, picked string
+	unrolled                                    []UnrolledLoop // the fused head unrolled for given step counts
 }
 
 // graphFiles resolves the files of precision (ParsePrecision's names) in this pack; a pack
@@ -108,6 +111,9 @@ func (m *Manifest) graphFiles(precision string) (graphFiles, error) {
 		if m.Cache != nil {
 			f.cached = m.Cache.File
 		}
+		if m.Picked != nil {
+			f.picked = m.Picked.File
+		}
 		return f, nil
 	}
 	spec, ok := m.Precisions[precision]
@@ -115,7 +121,7 @@ func (m *Manifest) graphFiles(precision string) (graphFiles, error) {
 		return graphFiles{}, fmt.Errorf("model pack %s has no %s graphs (%s)", m.Name, precision, PrecisionHint(precision))
 	}
 	return graphFiles{transformer: spec.Transformer, head: spec.Head, headLoop: spec.HeadLoop, cached: spec.Cached,
-		unrolled: spec.HeadLoopUnrolled}, nil
+		picked: spec.Picked, unrolled: spec.HeadLoopUnrolled}, nil
 }
 
 // HasCachedAt reports whether the pack has a cached transformer at precision.
@@ -149,6 +155,8 @@ func (m *Manifest) validatePrecisions() error {
 			return fmt.Errorf("precisions %s: head_loop %q must be a file name in the pack folder ending in .onnx", name, spec.HeadLoop)
 		case spec.Cached != "" && (m.Cache == nil || !isPackFileName(spec.Cached)):
 			return fmt.Errorf("precisions %s: transformer_cached %q needs the pack's cache graph and must be a file name in the pack folder ending in .onnx", name, spec.Cached)
+		case spec.Picked != "" && (m.Picked == nil || !isPackFileName(spec.Picked)):
+			return fmt.Errorf("precisions %s: transformer_picked %q needs the pack's picked graph and must be a file name in the pack folder ending in .onnx", name, spec.Picked)
 		case spec.HeadLoopNeverClips && m.Diffusion.ClipX0:
 			return fmt.Errorf("precisions %s: head_loop was made for a pack that never clips x0, but diffusion.clip_x0 is true (%s again writes it)", name,
 				strings.TrimSuffix(PrecisionHint(name), " adds them"))

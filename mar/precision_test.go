@@ -50,6 +50,10 @@ func TestPrecisionsEntry(t *testing.T) {
 			e["transformer_cached"] = "/tmp/c.onnx"
 			return map[string]any{"int8": e}
 		}, `transformer_cached "/tmp/c.onnx"`},
+		{"picked path", func(e map[string]any) map[string]any {
+			e["transformer_picked"] = "p/t.onnx"
+			return map[string]any{"int8": e}
+		}, `transformer_picked "p/t.onnx" needs the pack's picked graph and must be a file name`},
 		{"unknown field", func(e map[string]any) map[string]any { e["decoder"] = "d.onnx"; return map[string]any{"int8": e} }, `unknown field "decoder"`},
 		{"sampler made for no clipping", func(e map[string]any) map[string]any { // the embedded target clips x0
 			e["head_loop_never_clips"] = true
@@ -86,6 +90,7 @@ func TestLoadPackAtPrecision(t *testing.T) {
 		"p/distilled_head.onnx":          {Data: []byte("DH")}, // the committed manifest names the distilled head too
 		"p/transformer_cached.onnx":      {Data: []byte("TC")}, // and the cached transformer
 		"p/transformer_cached.int8.onnx": {Data: []byte("TC8")},
+		"p/transformer_picked.onnx":      {Data: []byte("TP")}, // and the picked transformer
 	}
 	if _, err := LoadPackFSAt(fsys, "p", "embedded/p", Int8); err == nil ||
 		!strings.Contains(err.Error(), "embedded/p: model pack fmnist-target has no int8 graphs") || !strings.Contains(err.Error(), "quantize_pack.py") {

@@ -29,6 +29,7 @@ type ONNXTransformer struct {
 	*onnxrt.Graph
 	seqLen, dim, width int
 	pick               *rowPick
+	picked             *pickedGraph // transformer_picked, nil when the pack has none (pickedgraph.go)
 }
 
 // NewONNXTransformer opens transformer.onnx and checks its inputs and outputs against the pack.
@@ -49,8 +50,11 @@ func newONNXTransformer(data []byte, file string, m *Manifest, opt onnxrt.Sessio
 	return &ONNXTransformer{Graph: g, seqLen: int(L), dim: int(D), width: int(W), pick: &rowPick{opt: opt}}, nil
 }
 
-// Close releases the graph and the pick graph (picked.go) when it was opened.
-func (t *ONNXTransformer) Close() error { return errors.Join(t.Graph.Close(), t.pick.close()) }
+// Close releases the graph, the pick graph (picked.go) when it was opened, and the picked
+// transformer (pickedgraph.go).
+func (t *ONNXTransformer) Close() error {
+	return errors.Join(t.Graph.Close(), t.pick.close(), t.picked.close())
+}
 
 func (t *ONNXTransformer) Forward(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, z []float32) error {
 	return t.RunInto(batch, z, tokens, mask, classIDs, dropClass)

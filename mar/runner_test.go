@@ -176,10 +176,20 @@ func TestGraphMismatchNamesFile(t *testing.T) {
 	copyFile(filepath.Join(targetPack, "exit_rest.onnx"), "exit_rest.onnx")
 	copyFile(filepath.Join(targetPack, "distilled_head.onnx"), "distilled_head.onnx")
 	copyFile(filepath.Join(targetPack, "transformer.onnx"), "transformer.onnx")
-	// a head where the cached transformer should be (at fp32 it serves the transformer's passes)
-	copyFile(filepath.Join(targetPack, "head.onnx"), "transformer_cached.onnx")
+	// the transformer where the picked transformer should be: no input "at"
+	copyFile(filepath.Join(targetPack, "transformer.onnx"), "transformer_picked.onnx")
+	copyFile(filepath.Join(targetPack, "transformer_cached.onnx"), "transformer_cached.onnx")
 	pack, err := LoadPackDir(dir)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = pack.Open(onnxrt.SessionOptions{}); err == nil || !strings.Contains(err.Error(), "transformer_picked.onnx") || !strings.Contains(err.Error(), "input") {
+		t.Fatalf("error %v should name transformer_picked.onnx and the input mismatch", err)
+	}
+	copyFile(filepath.Join(targetPack, "transformer_picked.onnx"), "transformer_picked.onnx")
+	// a head where the cached transformer should be (at fp32 it serves the transformer's passes)
+	copyFile(filepath.Join(targetPack, "head.onnx"), "transformer_cached.onnx")
+	if pack, err = LoadPackDir(dir); err != nil {
 		t.Fatal(err)
 	}
 	_, err = pack.Open(onnxrt.SessionOptions{})

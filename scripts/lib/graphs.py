@@ -1,7 +1,8 @@
-"""The two graphs a pack holds, as the modules torch.onnx exports: the MAR transformer with the
-pack's input names (tokens, mask, class ids, class-drop flags -> z for every position) and the
-diffusion head (x_t, t, z -> the head's output). Shared by export.py (the Fashion-MNIST
-models) and export_mar.py (official MAR checkpoints)."""
+"""The graphs a pack holds, as the modules torch.onnx exports: the MAR transformer with the
+pack's input names (tokens, mask, class ids, class-drop flags -> z for every position), the
+diffusion head (x_t, t, z -> the head's output) and the optional picked transformer (z at
+chosen positions only). Shared by export.py (the Fashion-MNIST models), export_mar.py (official
+MAR checkpoints) and the pack tools."""
 import inspect
 
 import torch
@@ -16,8 +17,8 @@ def onnx_export(*args, **kwargs):
 
 
 class TransformerGraph(torch.nn.Module):
-    """transformer.onnx. compact: the encoder runs over the known tokens only (MAR packs; the
-    embedded Fashion-MNIST graphs were exported without it and are kept as they are)."""
+    """transformer.onnx. compact: the encoder runs over the known tokens only (what every pack
+    tool exports now; without it, the masked-key graph that compact_transformer.py compares)."""
 
     def __init__(self, mar, compact=False):
         super().__init__()
@@ -36,3 +37,15 @@ class HeadGraph(torch.nn.Module):
 
     def forward(self, x_t, t, z):
         return self.net(x_t, t, z)
+
+
+class PickedTransformerGraph(torch.nn.Module):
+    """transformer_picked.onnx: transformer.onnx's inputs and at [B, K] (int64 positions) ->
+    z [B, K, W] at those positions only (marmodel.MAR.forward_picked)."""
+
+    def __init__(self, mar):
+        super().__init__()
+        self.mar = mar
+
+    def forward(self, tokens, mask, class_ids, drop_class, at):
+        return self.mar.forward_picked(tokens, mask, class_ids, drop_class, at)

@@ -44,6 +44,20 @@ class Attention(nn.Module):
         return self.proj((att @ v).transpose(1, 2).reshape(b, n, c))
 
 
+    def forward_queries(self, x, queries):
+        """forward without key bias for the rows queries [b, k, c] only, keys and values from
+        every row of x [b, n, c]: the qkv weight's first third makes the queries, the rest the
+        keys and values."""
+        b, n = x.shape[:2]
+        c = self.qkv.in_features  # a Python int, so the export folds the weight's slices into constants
+        h, d = self.heads, c // self.heads
+        w, bias = self.qkv.weight, self.qkv.bias
+        kv = F.linear(x, w[c:], bias[c:]).reshape(b, n, 2, h, d).permute(2, 0, 3, 1, 4)
+        q = F.linear(queries, w[:c], bias[:c]).reshape(b, -1, h, d).transpose(1, 2)
+        att = ((q * self.scale) @ kv[0].transpose(-2, -1)).softmax(dim=-1)
+        return self.proj((att @ kv[1]).transpose(1, 2).reshape(b, -1, c))
+
+
 class Block(nn.Module):
     def __init__(self, dim, heads, mlp_ratio=4.0):
         super().__init__()
@@ -213,10 +227,32 @@ class MAR(nn.Module):
     def forward_compact(self, tokens, mask, class_ids, drop):
         """forward_keep's z with the encoder run over the known tokens only, as MAR's sampler does:
         at MAR's schedules most of the sequence is masked for most AR steps, and the encoder's
-        work is proportional to the rows it sees. Rows that know fewer tokens than the row that
+        work is proportional to the rows it sees (_encode_compact)."""
+        return self._decode(self._encode_compact(tokens, mask, class_ids, drop))
+
+    def forward_picked(self, tokens, mask, class_ids, drop, at):
+        """forward_compact's z at the positions at [b, k] (int64, 0..seq_len-1) of each row only:
+        [b, k, width]. Every decoder block but the last needs every position (attention is
+        bidirectional), but only the picked rows of the last one are read by the head: there
+        keys and values come from every position and queries, the projection, the MLP and the
+        norm from the picked ones alone. A row may name a position twice."""
+        x = self._encode_compact(tokens, mask, class_ids, drop) + self.decoder_pos_embed_learned
+        for blk in self.decoder_blocks[:-1]:
+            x = blk(x)
+        last = self.decoder_blocks[-1]
+        width = x.shape[2]
+        rows = (at + self.buffer_size)[:, :, None].expand(-1, -1, width)
+        picked = torch.gather(x, 1, rows)
+        picked = picked + last.attn.forward_queries(last.norm1(x), last.norm1(picked))
+        picked = picked + last.mlp(last.norm2(picked))
+        pos = self.diffusion_pos_embed_learned.expand(x.shape[0], -1, -1)
+        return self.decoder_norm(picked) + torch.gather(pos, 1, at[:, :, None].expand(-1, -1, width))
+
+    def _encode_compact(self, tokens, mask, class_ids, drop):
+        """The decoder's input [b, buffer + seq_len, width], the encoder run over the buffer and
+        the known tokens only. Rows that know fewer tokens than the row that
         knows most are padded with masked positions, hidden as attention keys, and their
-        outputs are overwritten by the mask token before the decoder, so z is forward_keep's up
-        to summation order. Exports with a dynamic row count (TopK, Slice, GatherElements,
+        outputs are overwritten by the mask token, so z is forward_keep's up to summation order. Exports with a dynamic row count (TopK, Slice, GatherElements,
         ScatterElements)."""
         full_mask, _ = self._full_mask(mask)
         b, seq = full_mask.shape
@@ -232,8 +268,7 @@ class MAR(nn.Module):
         x = self.decoder_embed(self.encoder_norm(x))
         full = self.mask_token.expand(b, seq, width).scatter(1, rows, x)
         m = full_mask[:, :, None]
-        full = full * (1 - m) + self.mask_token * m  # the padding wrote to masked positions
-        return self._decode(full)
+        return full * (1 - m) + self.mask_token * m  # the padding wrote to masked positions
 
     def _full_mask(self, mask):
         """The mask over buffer + tokens (buffer rows always known) and its attention key bias."""

@@ -4,9 +4,9 @@
 
 Without --out the variants are written into PACK; with --out, PACK is copied to DIR first
 (DIR must not exist) and PACK is left alone. For transformer.onnx, head.onnx, the fused head
-(the manifest's head_loop, if any) and the cached transformer (the manifest's cache, if any)
-it writes NAME.int8.onnx and records them in the manifest under precisions.int8;
-`marspec generate --precision int8` opens those instead.
+(the manifest's head_loop, if any), the cached transformer (the manifest's cache, if any) and
+the picked transformer (the manifest's picked, if any) it writes NAME.int8.onnx and records
+them in the manifest under precisions.int8; `marspec generate --precision int8` opens those instead.
 
 The scheme is dynamic quantisation of every MatMul/Gemm with a constant weight:
 weights int8, symmetric, one scale per output channel (so a channel with small weights keeps
@@ -221,6 +221,8 @@ def graph_files(manifest):
         files["head_loop"] = manifest["head_loop"]["file"]
     if manifest.get("cache"):
         files["transformer_cached"] = manifest["cache"]["file"]
+    if manifest.get("picked"):
+        files["transformer_picked"] = manifest["picked"]["file"]
     return files
 
 

@@ -54,7 +54,15 @@ func TestQuantizePack(t *testing.T) {
 		!slices.Equal(record.FP32Layers["head"], []string{"/net/input_proj/Gemm", "/net/final_layer/linear/Gemm"}) {
 		t.Errorf("fp32 layers %v, want z_proj in the transformer, input_proj and final_layer.linear in the head", record.FP32Layers)
 	}
-	for _, f := range []string{"transformer", "head", "head_loop", "transformer_cached"} {
+	if spec.Picked != "transformer_picked.int8.onnx" {
+		t.Errorf("the picked transformer's int8 variant: %q, want transformer_picked.int8.onnx", spec.Picked)
+	}
+	// the committed one is what the script makes
+	made, _ := os.ReadFile(filepath.Join(pack, "transformer_picked.int8.onnx"))
+	if committed, err := os.ReadFile(filepath.Join(repoRoot, "models", "target", "transformer_picked.int8.onnx")); err != nil || string(made) != string(committed) {
+		t.Errorf("transformer_picked.int8.onnx made here (%d bytes) is not the committed one (%d bytes, %v)", len(made), len(committed), err)
+	}
+	for _, f := range []string{"transformer", "head", "head_loop", "transformer_cached", "transformer_picked"} {
 		a, _ := os.Stat(filepath.Join(pack, f+".onnx"))
 		b, err := os.Stat(filepath.Join(pack, f+".int8.onnx"))
 		if err != nil {
