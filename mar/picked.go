@@ -161,16 +161,86 @@ func pickFrom(whole []float32, L, W int, at [][2]int, z []float32) {
 	}
 }
 
-// ForwardPicked serves calls whose rows all know a token through the wrapped transformer's
-// picking; a call with an opening row takes the whole pass (Forward), which remembers it.
+// ForwardPicked serves the opening rows of a call (those knowing no token) from the memo's
+// whole pass (Forward, which remembers them) and the others through the wrapped transformer's
+// picking, as two calls when a call holds both: the scheduler's Stepper mixes images that
+// just joined with images further on at nearly every step. A row's z does not depend on the
+// rows beside it in a call (TestOpeningMemoMatchesTheGraph), so the split changes nothing.
 func (o *OpeningMemo) ForwardPicked(tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, at [][2]int, z []float32) error {
 	L := o.SeqLen()
-	for r := 0; r < batch; r++ {
-		if knowsNothing(mask[r*L : (r+1)*L]) {
-			return pickFromPass(o, tokens, mask, classIDs, dropClass, batch, at, z)
+	opening := make([]bool, batch)
+	openings := 0
+	for r := range opening {
+		if opening[r] = knowsNothing(mask[r*L : (r+1)*L]); opening[r] {
+			openings++
 		}
 	}
-	return ForwardPicked(o.Transformer, tokens, mask, classIDs, dropClass, batch, at, z)
+	switch openings {
+	case 0:
+		return ForwardPicked(o.Transformer, tokens, mask, classIDs, dropClass, batch, at, z)
+	case batch:
+		return pickFromPass(o, tokens, mask, classIDs, dropClass, batch, at, z)
+	}
+	for _, part := range []bool{true, false} {
+		sub := subBatchOf(o, tokens, mask, classIDs, dropClass, batch, at, func(r int) bool { return opening[r] == part })
+		if len(sub.at) == 0 {
+			continue
+		}
+		picked := make([]float32, len(sub.at)*o.Width())
+		var err error
+		if part {
+			err = pickFromPass(o, sub.tokens, sub.mask, sub.class, sub.drop, sub.rows, sub.at, picked)
+		} else {
+			err = ForwardPicked(o.Transformer, sub.tokens, sub.mask, sub.class, sub.drop, sub.rows, sub.at, picked)
+		}
+		if err != nil {
+			return err
+		}
+		sub.scatter(picked, z, o.Width())
+	}
+	return nil
+}
+
+// subBatch is some rows of a call gathered into a call of their own, with the picks in them
+// renumbered; from[j] is where sub.at[j] was in the call's picks.
+type subBatch struct {
+	tokens, mask, drop []float32
+	class              []int64
+	rows               int
+	at                 [][2]int
+	from               []int
+}
+
+// subBatchOf gathers the rows r of a call for which keep(r) holds.
+func subBatchOf(t Transformer, tokens, mask []float32, classIDs []int64, dropClass []float32, batch int, at [][2]int, keep func(r int) bool) subBatch {
+	L, D := t.SeqLen(), t.TokenDim()
+	var s subBatch
+	index := make([]int, batch)
+	for r := 0; r < batch; r++ {
+		if !keep(r) {
+			continue
+		}
+		index[r] = s.rows
+		s.rows++
+		s.tokens = append(s.tokens, tokens[r*L*D:(r+1)*L*D]...)
+		s.mask = append(s.mask, mask[r*L:(r+1)*L]...)
+		s.class = append(s.class, classIDs[r])
+		s.drop = append(s.drop, dropClass[r])
+	}
+	for j, a := range at {
+		if keep(a[0]) {
+			s.at = append(s.at, [2]int{index[a[0]], a[1]})
+			s.from = append(s.from, j)
+		}
+	}
+	return s
+}
+
+// scatter copies the sub-batch's picked z [len(s.at), W] to where its picks were in the call's z.
+func (s subBatch) scatter(picked, z []float32, W int) {
+	for i, j := range s.from {
+		copy(z[j*W:(j+1)*W], picked[i*W:(i+1)*W])
+	}
 }
 
 // ConditionPicked is Condition for the positions at (row, position) only: z gets [len(at), W]

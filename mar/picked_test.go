@@ -141,9 +141,9 @@ func TestPickedRefusesOutOfRange(t *testing.T) {
 	}
 }
 
-// A call that holds an opening row goes through the opening memo's whole pass (remembering
-// it) and picks the same rows as a call without the memo; a later call of the same opening
-// is served from memory.
+// A call that holds an opening row takes that row through the opening memo's whole pass
+// (remembering it) and the others through the picked graph, and picks the same rows as a call
+// without the memo; a later call of the same opening is served from memory.
 func TestPickedThroughOpeningMemo(t *testing.T) {
 	m := openPack(t, "../models/target")
 	memo, ok := m.Transformer.(*OpeningMemo)
@@ -164,9 +164,13 @@ func TestPickedThroughOpeningMemo(t *testing.T) {
 	pickFrom(whole, L, W, at, want)
 	for call := 0; call < 2; call++ {
 		hits0, computed0 := memo.Stats()
+		passes0 := PickedPasses()
 		got := make([]float32, len(at)*W)
 		if err := ctx.ConditionPicked(m.Transformer, at, got, nil); err != nil {
 			t.Fatal(err)
+		}
+		if passes := PickedPasses() - passes0; passes != 1 {
+			t.Errorf("call %d: %d passes of the picked graph, want 1 (the rows that know tokens)", call, passes)
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("call %d: rows picked through the memo differ from the plain pass's", call)
@@ -223,7 +227,12 @@ func TestImagesSameWithPicking(t *testing.T) {
 			}
 			// the Stepper, with the images joining a step apart (its second step mixes an
 			// opening row with picked ones)
-			stepped := stepJoining(t, m, classes, opt)
+			passes0, steps := PickedPasses(), 0
+			stepped := stepJoining(t, m, classes, opt, func(int) { steps++ })
+			// every step but the first (openings only) runs the picked graph, openings joining or not
+			if passes := PickedPasses() - passes0; picked && passes != int64(steps-1) {
+				t.Errorf("%s: the Stepper ran the picked graph in %d of its %d steps, want all but the first", name, passes, steps)
+			}
 			for i := range want {
 				if d := maxAbsDiff(want[i].Tokens, stepped[i]); d > tol {
 					t.Errorf("%s image %d: the Stepper's tokens with picking on differ from Generate's with it off by %g (allowed %g)", name, i, d, tol)
