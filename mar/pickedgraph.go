@@ -24,8 +24,8 @@ func (s *PickedSpec) validate() error {
 // pickedGraph is a pack's transformer_picked graph: transformer.onnx's inputs plus at [B, K]
 // (int64 positions) in, z [B, K, W] out. Every decoder block but the last needs every position,
 // since attention is bidirectional; the last one's queries, projection and MLP and the final
-// norm run on the picked rows alone. At the embedded target's 3 AR steps a step predicts about
-// 16 of 49 positions, so that skips most of one block of six (docs/BENCHMARKS.md, "The last
+// norm run on the picked rows alone. The embedded target's 3 AR steps predict about 7, 18 and
+// 24 of 49 positions, so that skips most of one block of six (docs/BENCHMARKS.md, "The last
 // decoder block on the picked rows").
 type pickedGraph struct {
 	g       *onnxrt.Graph
@@ -88,12 +88,11 @@ func (p *pickedGraph) forward(tokens, mask []float32, classIDs []int64, dropClas
 		slot[j] = a[0]*K + count[a[0]]
 		count[a[0]]++
 	}
-	n := batch
-	return p.g.RunDims(onnxrt.Dims{n, K, 1, 1}, func(in, _ onnxrt.Tensors) error {
-		copy(in.F32(0), tokens[:n*L*D])
-		copy(in.F32(1), mask[:n*L])
-		copy(in.I64(2), classIDs[:n])
-		copy(in.F32(3), dropClass[:n])
+	return p.g.RunDims(onnxrt.Dims{batch, K, 1, 1}, func(in, _ onnxrt.Tensors) error {
+		copy(in.F32(0), tokens[:batch*L*D])
+		copy(in.F32(1), mask[:batch*L])
+		copy(in.I64(2), classIDs[:batch])
+		copy(in.F32(3), dropClass[:batch])
 		positions := in.I64(4)
 		for j, a := range at {
 			positions[slot[j]] = int64(a[1])
