@@ -118,6 +118,17 @@ def verify(model, fixture_path, tol):
     return dz, dh
 
 
+def rebuild_checked(pack, fixture, tol, tool):
+    """rebuild(pack), held to the parity fixture when one is given: a pack tool that re-exports
+    a graph from the pack's own weights stops (naming itself) when they miss it."""
+    model, manifest = rebuild(pack)
+    if fixture:
+        dz, dh = verify(model, fixture, tol)
+        if not (dz <= tol and dh <= tol):
+            raise SystemExit(f"{tool}: rebuilt weights miss {fixture}: z {dz:.3g}, head {dh:.3g}")
+    return model, manifest
+
+
 def write_parity(model, path, seed=0):
     """The rebuilt model's transformer z and head output on random inputs (rows with different
     numbers of known tokens, one with the class dropped), in the parity fixture's layout, for a

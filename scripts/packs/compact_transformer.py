@@ -20,7 +20,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/: imports name their folder (scripts/README.md)
-from packs.ckpt_from_pack import rebuild, verify
+from packs.ckpt_from_pack import rebuild_checked
 from lib.graphs import TransformerGraph
 
 
@@ -31,11 +31,7 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-5)
     ap.add_argument("--path", choices=["compact", "masked-keys"], default="compact")
     args = ap.parse_args()
-    model, manifest = rebuild(args.pack)
-    if args.fixture:
-        dz, dh = verify(model, args.fixture, args.tol)
-        if not (dz <= args.tol and dh <= args.tol):
-            raise SystemExit(f"compact_transformer: rebuilt weights miss {args.fixture}: z {dz:.3g}, head {dh:.3g}")
+    model, manifest = rebuild_checked(args.pack, args.fixture, args.tol, "compact_transformer")
     L, D = model.seq_len, model.token_dim
     g = torch.Generator().manual_seed(0)
     tokens = torch.randn(3, L, D, generator=g)

@@ -5,10 +5,10 @@ positions only (marmodel.MAR.forward_picked), for AR steps whose head reads a fe
 
 The graph takes transformer.onnx's inputs and at [B, K] (int64 positions, 0..L-1, a position
 may repeat) and gives z [B, K, W]. It runs the last decoder block on the picked rows alone (the
-blocks before it need every position), which at the embedded target's 3 AR steps skips about a
-sixth of a pass. The weights come from the pack's own graphs (ckpt_from_pack.rebuild, checked
+blocks before it need every position): at the embedded target's 3 AR steps, which predict 7, 18
+and 24 of 49 positions, a pass costs 1.17x less at int8 (docs/BENCHMARKS.md). The weights come from the pack's own graphs (ckpt_from_pack.rebuild, checked
 against the parity fixture when one is given); the picked z is checked here against
-transformer.onnx's z (forward_compact) at the same positions, 1e-5. The manifest records the
+transformer.onnx's z (forward_compact) at the same positions, --tol (1e-5). The manifest records the
 file under "picked"; run scripts/packs/quantize_pack.py afterwards for its int8 variant.
 """
 import argparse
@@ -19,7 +19,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/: imports name their folder (scripts/README.md)
-from packs.ckpt_from_pack import rebuild, verify
+from packs.ckpt_from_pack import rebuild_checked
 from lib.graphs import PickedTransformerGraph
 
 PICKED_FILE = "transformer_picked.onnx"
@@ -51,11 +51,7 @@ def main():
     ap.add_argument("--fixture", help="parity fixture the rebuilt weights must reproduce (e.g. mar/testdata/parity_target.json)")
     ap.add_argument("--tol", type=float, default=1e-5)
     args = ap.parse_args()
-    model, manifest = rebuild(args.pack)
-    if args.fixture:
-        dz, dh = verify(model, args.fixture, args.tol)
-        if not (dz <= args.tol and dh <= args.tol):
-            raise SystemExit(f"picked_transformer: rebuilt weights miss {args.fixture}: z {dz:.3g}, head {dh:.3g}")
+    model, manifest = rebuild_checked(args.pack, args.fixture, args.tol, "picked_transformer")
     classes = len(manifest["classes"])
     with torch.no_grad():
         err = max(max_error(model, sample(model, classes, rows, k, seed)) for rows, k, seed in [(5, 7, 1), (2, 1, 2), (3, 30, 3)])
