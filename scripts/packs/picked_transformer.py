@@ -6,10 +6,11 @@ positions only (marmodel.MAR.forward_picked), for AR steps whose head reads a fe
 The graph takes transformer.onnx's inputs and at [B, K] (int64 positions, 0..L-1, a position
 may repeat) and gives z [B, K, W]. It runs the last decoder block on the picked rows alone (the
 blocks before it need every position): at the embedded target's 3 AR steps, which predict 7, 18
-and 24 of 49 positions, a pass runs 1.17x faster at int8 (docs/BENCHMARKS.md). The weights come from the pack's own graphs (ckpt_from_pack.rebuild, checked
-against the parity fixture when one is given); the picked z is checked here against
-transformer.onnx's z (forward_compact) at the same positions, --tol (1e-5). The manifest records the
-file under "picked"; run scripts/packs/quantize_pack.py afterwards for its int8 variant.
+and 24 of 49 positions, a pass runs 1.17x faster at int8 (docs/BENCHMARKS.md). The weights come
+from the pack's own graphs (ckpt_from_pack.rebuild, checked against the parity fixture when one
+is given); the picked z is checked here against transformer.onnx's z (forward_compact) at the
+same positions, --tol (1e-5). The manifest records the file under "picked"; run
+scripts/packs/quantize_pack.py afterwards for its int8 variant.
 """
 import argparse
 import json
