@@ -32,16 +32,14 @@ func newCachedTransformer(data []byte, file string, m *Manifest, opt onnxrt.Sess
 	L, D, W := int64(m.SeqLen()), int64(m.TokenDim), int64(m.Width)
 	E, Dd := int64(m.Cache.EncoderBlocks), int64(m.Cache.DecoderBlocks)
 	// -1 batch, -2 cached positions, -3 encoder queries, -4 decoder queries
-	inputs := []onnxrt.IOSpec{
-		{Name: "tokens", Shape: []int64{-1, L, D}}, {Name: "mask", Shape: []int64{-1, L}},
-		{Name: "class_ids", Int64: true, Shape: []int64{-1}}, {Name: "drop_class", Shape: []int64{-1}},
+	inputs := append(contextInputs(m), []onnxrt.IOSpec{
 		{Name: "enc_kv", Shape: []int64{-1, E, 2, -2, W}}, {Name: "enc_out", Shape: []int64{-1, -2, W}},
 		{Name: "enc_keep", Shape: []int64{-1, -2}},
 		{Name: "dec_kv", Shape: []int64{-1, Dd, 2, -2, W}}, {Name: "dec_keep", Shape: []int64{-1, -2}},
 		{Name: "enc_pos", Int64: true, Shape: []int64{-1, -3}}, {Name: "enc_valid", Shape: []int64{-1, -3}},
 		{Name: "dec_pos", Int64: true, Shape: []int64{-1, -4}}, {Name: "dec_valid", Shape: []int64{-1, -4}},
 		{Name: "dec_src", Int64: true, Shape: []int64{-1, -4}},
-	}
+	}...)
 	outputs := []onnxrt.IOSpec{
 		{Name: "z", Shape: []int64{-1, -4, W}}, {Name: "enc_kv_new", Shape: []int64{-1, E, 2, -3, W}},
 		{Name: "enc_out_new", Shape: []int64{-1, -3, W}}, {Name: "dec_kv_new", Shape: []int64{-1, Dd, 2, -4, W}},

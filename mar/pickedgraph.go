@@ -48,11 +48,8 @@ func openPickedGraph(data []byte, file string, m *Manifest, opt onnxrt.SessionOp
 	opt.CUDAGraph = false // K changes from call to call
 	opt.FixedDims = nil
 	L, D, W := m.SeqLen(), m.TokenDim, m.Width
-	l, d, w := int64(L), int64(D), int64(W)
-	inputs := []onnxrt.IOSpec{{Name: "tokens", Shape: []int64{-1, l, d}}, {Name: "mask", Shape: []int64{-1, l}},
-		{Name: "class_ids", Int64: true, Shape: []int64{-1}}, {Name: "drop_class", Shape: []int64{-1}},
-		{Name: "at", Int64: true, Shape: []int64{-1, -2}}}
-	outputs := []onnxrt.IOSpec{{Name: "z", Shape: []int64{-1, -2, w}}}
+	inputs := append(contextInputs(m), onnxrt.IOSpec{Name: "at", Int64: true, Shape: []int64{-1, -2}})
+	outputs := []onnxrt.IOSpec{{Name: "z", Shape: []int64{-1, -2, int64(W)}}}
 	g, err := openGraph(data, file, source, opt, inputs, outputs)
 	if err != nil {
 		return nil, err

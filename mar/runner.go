@@ -40,14 +40,20 @@ func NewONNXTransformer(data []byte, m *Manifest, opt onnxrt.SessionOptions, sou
 // newONNXTransformer opens the graph from file when it is set (weights in external data).
 func newONNXTransformer(data []byte, file string, m *Manifest, opt onnxrt.SessionOptions, source string) (*ONNXTransformer, error) {
 	L, D, W := int64(m.SeqLen()), int64(m.TokenDim), int64(m.Width)
-	inputs := []onnxrt.IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}, {Name: "mask", Shape: []int64{-1, L}},
-		{Name: "class_ids", Int64: true, Shape: []int64{-1}}, {Name: "drop_class", Shape: []int64{-1}}}
 	outputs := []onnxrt.IOSpec{{Name: "z", Shape: []int64{-1, L, W}}}
-	g, err := openGraph(data, file, source, opt, inputs, outputs)
+	g, err := openGraph(data, file, source, opt, contextInputs(m), outputs)
 	if err != nil {
 		return nil, err
 	}
 	return &ONNXTransformer{Graph: g, seqLen: int(L), dim: int(D), width: int(W), pick: &rowPick{opt: opt}}, nil
+}
+
+// contextInputs are the inputs every transformer graph of a pack starts with (plain, cached,
+// picked): tokens [B, L, D], mask [B, L], class_ids and drop_class [B].
+func contextInputs(m *Manifest) []onnxrt.IOSpec {
+	L, D := int64(m.SeqLen()), int64(m.TokenDim)
+	return []onnxrt.IOSpec{{Name: "tokens", Shape: []int64{-1, L, D}}, {Name: "mask", Shape: []int64{-1, L}},
+		{Name: "class_ids", Int64: true, Shape: []int64{-1}}, {Name: "drop_class", Shape: []int64{-1}}}
 }
 
 // Close releases the graph, the pick graph (picked.go) when it was opened, and the picked
