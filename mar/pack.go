@@ -302,51 +302,39 @@ func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 		}
 		p.servesFromCache = size >= FullPassesFromCacheBytes
 	}
-	// transformer.onnx by path on disk, else its bytes
-	transformer := func() ([]byte, string, error) {
-		file, err := byPath(files.transformer)
+	// graph gives a graph file: its path when the pack is on disk (ONNX Runtime opens it), else
+	// its bytes
+	graph := func(name string) ([]byte, string, error) {
+		file, err := byPath(name)
 		if err != nil || file != "" {
 			return nil, file, err
 		}
-		data, err := read(files.transformer)
+		data, err := read(name)
 		return data, "", err
 	}
 	if p.ServesFromCache() {
-		p.plainTransformer = transformer // read only if a device runs full passes on it (fullPassesFromCache)
-	} else if p.Transformer, p.TransformerFile, err = transformer(); err != nil {
+		// read only if a device runs full passes on it (fullPassesFromCache)
+		p.plainTransformer = func() ([]byte, string, error) { return graph(files.transformer) }
+	} else if p.Transformer, p.TransformerFile, err = graph(files.transformer); err != nil {
 		return nil, err
 	}
-	if p.HeadFile, err = byPath(files.head); err != nil {
+	if p.Head, p.HeadFile, err = graph(files.head); err != nil {
 		return nil, err
-	}
-	if p.HeadFile == "" {
-		if p.Head, err = read(files.head); err != nil {
-			return nil, err
-		}
 	}
 	if files.headLoop != "" {
-		if p.HeadLoopFile, p.headLoopErr = byPath(files.headLoop); p.HeadLoopFile == "" && p.headLoopErr == nil {
-			p.HeadLoop, p.headLoopErr = read(files.headLoop)
-		}
+		p.HeadLoop, p.HeadLoopFile, p.headLoopErr = graph(files.headLoop)
 	}
 	for _, u := range files.unrolled {
 		if p.headLoopErr != nil {
 			break
 		}
 		g := unrolledGraph{UnrolledLoop: u}
-		if g.file, p.headLoopErr = byPath(u.File); g.file == "" && p.headLoopErr == nil {
-			g.data, p.headLoopErr = read(u.File)
-		}
+		g.data, g.file, p.headLoopErr = graph(u.File)
 		p.unrolled = append(p.unrolled, g)
 	}
 	if m.Tokenizer.Kind == TokenizerVAEDecoder {
-		if p.DecoderFile, err = byPath(m.Tokenizer.Graph); err != nil {
+		if p.Decoder, p.DecoderFile, err = graph(m.Tokenizer.Graph); err != nil {
 			return nil, err
-		}
-		if p.DecoderFile == "" {
-			if p.Decoder, err = read(m.Tokenizer.Graph); err != nil {
-				return nil, err
-			}
 		}
 	}
 	if x := m.EarlyExit; x != nil {
@@ -363,23 +351,13 @@ func loadPack(fsys fs.FS, dir, source, precision, disk string) (*Pack, error) {
 		}
 	}
 	if files.cached != "" {
-		if p.CachedFile, err = byPath(files.cached); err != nil {
+		if p.Cached, p.CachedFile, err = graph(files.cached); err != nil {
 			return nil, err
-		}
-		if p.CachedFile == "" {
-			if p.Cached, err = read(files.cached); err != nil {
-				return nil, err
-			}
 		}
 	}
 	if files.picked != "" && !p.ServesFromCache() { // a pack that large opens transformer.onnx on a GPU only
-		if p.PickedFile, err = byPath(files.picked); err != nil {
+		if p.Picked, p.PickedFile, err = graph(files.picked); err != nil {
 			return nil, err
-		}
-		if p.PickedFile == "" {
-			if p.Picked, err = read(files.picked); err != nil {
-				return nil, err
-			}
 		}
 	}
 	return p, nil
