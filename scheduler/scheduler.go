@@ -36,13 +36,16 @@ type Job struct {
 	Deadline time.Time
 }
 
-// Sink receives what happens to jobs, from the worker goroutines. Image must store the image
-// before it returns (an error fails the job); Finished is called exactly once per accepted job
+// Sink receives what happens to jobs, from the worker goroutines. Images must store the
+// images before it returns (an error fails the image's job); Finished is called exactly once per accepted job
 // that ends (nil, ErrCancelled, or the failure), never for jobs still pending at Shutdown.
 type Sink interface {
 	Started(id string, at time.Time)
 	Progress(id string, p api.Progress)
-	Image(id string, img generation.Image) error
+	// Images stores one engine step's finished images (a job's in index order) and returns
+	// each one's error, in the batch's order. It may write them side by side, but what it tells
+	// of them (events) keeps the batch's order. EachImage stores them one by one.
+	Images(batch []JobImage) []error
 	Finished(id string, err error)
 }
 

@@ -23,6 +23,7 @@ type sink struct {
 	block    chan struct{} // when set, Image waits on it (to hold a job mid-run)
 	failOn   string        // Image fails for this job
 	progress map[string][]api.Progress
+	batches  [][]JobImage // what each Images call carried
 }
 
 func newSink() *sink {
@@ -55,6 +56,12 @@ func (k *sink) Image(id string, img generation.Image) error {
 	}
 	k.images[id][img.Index] = img
 	return nil
+}
+func (k *sink) Images(b []JobImage) []error {
+	k.mu.Lock()
+	k.batches = append(k.batches, slices.Clone(b))
+	k.mu.Unlock()
+	return EachImage(b, k.Image)
 }
 func (k *sink) Finished(id string, err error) {
 	k.mu.Lock()

@@ -164,6 +164,8 @@ func (k *timedSink) Started(id string, at time.Time) {
 	k.started <- id
 }
 
+func (k *timedSink) Images(b []JobImage) []error { return EachImage(b, k.Image) }
+
 func (k *timedSink) Image(id string, img generation.Image) error {
 	if k.held(id) {
 		<-k.open

@@ -21,6 +21,8 @@ type stepWatchSink struct {
 	failed atomic.Bool
 }
 
+func (k *stepWatchSink) Images(b []JobImage) []error { return EachImage(b, k.Image) }
+
 func (k *stepWatchSink) Image(id string, img generation.Image) error {
 	if id == "short" && k.held.CompareAndSwap(false, true) {
 		deadline := time.Now().Add(10 * time.Second)

@@ -296,35 +296,10 @@ func (w *worker) storeLoop() {
 	}
 }
 
-// deliver stores finished images, reports progress and ends complete jobs.
+// deliver stores finished images (storeimages.go), reports progress and ends complete jobs.
 func (w *worker) deliver(b storeBatch) {
 	s := w.s
-	for _, d := range b.done {
-		s.mu.Lock()
-		r := s.jobs[d.job]
-		s.mu.Unlock()
-		if r == nil || r.ending {
-			continue
-		}
-		if r.stop != nil { // ended while its images waited: store none after the end
-			s.mu.Lock()
-			r.inFlight--
-			r.storing--
-			s.mu.Unlock()
-			continue
-		}
-		d.img.Seconds = s.now().Sub(r.start).Seconds()
-		err := s.cfg.Sink.Image(d.job, d.img) // outside the lock: it writes files
-		s.mu.Lock()
-		r.inFlight--
-		r.storing--
-		r.done++
-		if err != nil {
-			w.unstored = append(w.unstored, r.job.ID)
-			w.end(r, fmt.Errorf("storing image %d: %w", d.img.Index, err))
-		}
-		s.mu.Unlock()
-	}
+	w.storeImages(b.done)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range w.pending {

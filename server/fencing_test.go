@@ -71,7 +71,9 @@ func TestLostRunDoesNotEndItsReclaimedJob(t *testing.T) {
 // the records of the images it finishes afterwards, and does not end the job.
 func TestLapsedRunStoresNoImages(t *testing.T) {
 	sh := newShared(t, "files")
-	a := sh.replica(t, true, func(c *Config) { c.Lease = time.Hour }) // no renewal notices the loss
+	// no renewal notices the loss; one image in flight, so each step stores one image and the
+	// gate holds the run between the first image and the others
+	a := sh.replica(t, true, func(c *Config) { c.Lease = time.Hour; c.MaxBatch = 1 })
 	g, err := a.client.Generate(t.Context(), api.GenerateRequest{Class: api.Classes{"1"}, N: 3, Mode: "draft", Seed: seed(10)}, 0)
 	if err != nil {
 		t.Fatal(err)

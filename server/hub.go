@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"marspec/api"
 	"marspec/generation"
 	"marspec/scheduler"
@@ -192,23 +194,67 @@ func (h *hub) Progress(id string, p api.Progress) {
 	}
 }
 
-// Image encodes the PNG with its provenance and stores it before the scheduler goes on.
-func (h *hub) Image(id string, img generation.Image) error {
+// sharedWriters is how many images of a step a replica writes side by side. With a shared
+// store (PostgreSQL and S3, on other machines) an image's writes are mostly waits: round trips
+// and a commit. Four leaves PostgreSQL's pool (eight connections) room for claims, renewals
+// and readers. The embedded store writes one at a time: its writes are local work, and side by
+// side they took CPU from the engine (docs/BENCHMARKS.md, "A store on other machines").
+const sharedWriters = 4
+
+// writers is how many images of a step are written side by side.
+func (h *hub) writers() int {
+	if h.s.rep != nil {
+		return sharedWriters
+	}
+	return 1
+}
+
+// Images stores a step's finished images, each encoded with its provenance (side by side with
+// a shared store: writers), before the scheduler goes on; then counts and announces the stored
+// ones in the batch's order, so event streams see a job's images in index order.
+func (h *hub) Images(batch []scheduler.JobImage) []error {
+	errs := make([]error, len(batch))
+	recs := make([]store.Image, len(batch))
+	var g errgroup.Group
+	g.SetLimit(h.writers())
+	for i, b := range batch {
+		g.Go(func() error {
+			recs[i], errs[i] = h.storeImage(b.Job, b.Image)
+			return nil
+		})
+	}
+	_ = g.Wait() // each image's error is in errs
+	for i, b := range batch {
+		if errs[i] == nil {
+			h.announce(b.Job, b.Image, recs[i])
+		}
+	}
+	return errs
+}
+
+// storeImage encodes the PNG with its provenance and stores it with its record.
+func (h *hub) storeImage(id string, img generation.Image) (store.Image, error) {
 	j, ok := h.get(id)
 	if !ok {
-		return errors.New("job is not tracked")
+		return store.Image{}, errors.New("job is not tracked")
 	}
 	png, err := j.plan.PNG(img)
 	if err != nil {
-		return err
+		return store.Image{}, err
 	}
 	rec := store.Image{ID: store.ImageID(id, img.Index), JobID: id, Index: img.Index, Class: img.Class,
 		ClassName: j.plan.ClassNames[img.Index], Seconds: img.Seconds, Stats: j.plan.WireStats(img)}
-	if err := h.s.persist(id, func() error { return h.store(id, rec, png) }); err != nil {
-		return err
-	}
+	return rec, h.s.persist(id, func() error { return h.store(id, rec, png) })
+}
+
+// announce counts a stored image and sends its event to the job's streams, here and on the
+// other replicas.
+func (h *hub) announce(id string, img generation.Image, rec store.Image) {
+	j, ok := h.get(id)
 	m := h.s.metrics
-	m.images.WithLabelValues(j.plan.Mode).Inc()
+	if ok {
+		m.images.WithLabelValues(j.plan.Mode).Inc()
+	}
 	if img.Spec != nil && img.Spec.Drafted > 0 {
 		m.alpha.Observe(img.Spec.Alpha())
 	}
@@ -216,13 +262,14 @@ func (h *hub) Image(id string, img generation.Image) error {
 		h.s.afterImage(id, img.Index)
 	}
 	wire := wireImage(rec)
-	h.mu.Lock()
-	h.publish(j, api.Event{Type: "image", Image: &wire})
-	h.mu.Unlock()
+	if ok {
+		h.mu.Lock()
+		h.publish(j, api.Event{Type: "image", Image: &wire})
+		h.mu.Unlock()
+	}
 	if h.s.rep != nil {
 		h.s.rep.publish(id, api.Event{Type: "image", Image: &wire})
 	}
-	return nil
 }
 
 // errNotHeld ends a run whose claim on the job was lost: another attempt owns it now.
