@@ -9,11 +9,17 @@
 # needs: PostgreSQL's programs (Debian: apt-get install postgresql), go (versitygw is
 # installed with go install when missing), bin/marspec (make build)
 # ports: CLUSTER_PG_PORT (55432), CLUSTER_S3_PORT (7070); replicas 8081, 8082
+# CLUSTER_STORE_DELAY (e.g. 1ms): the replicas reach PostgreSQL and S3 through
+#   scripts/bench/latencyproxy, which holds every byte that long each way (ports +1), as if the
+#   store were on another machine
+# CLUSTER_BIN: the marspec binary the replicas run (default bin/marspec)
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 state="$repo/out/cluster.dir" # holds the path of the running cluster's folder
 pg_port="${CLUSTER_PG_PORT:-55432}"
 s3_port="${CLUSTER_S3_PORT:-7070}"
+delay="${CLUSTER_STORE_DELAY:-}"
+bin="${CLUSTER_BIN:-$repo/bin/marspec}"
 
 versitygw_bin() {
   if command -v versitygw >/dev/null; then command -v versitygw; return; fi
@@ -44,7 +50,7 @@ cmdline() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | cut -c1-120; }
 # to free it, before anything starts
 check_ports() {
   local busy=0 port pid
-  for port in "$pg_port" "$s3_port" 8081 8082; do
+  for port in "$pg_port" "$s3_port" ${delay:+$((pg_port + 1)) $((s3_port + 1))} 8081 8082; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       pid="$(listening "$port")"
       echo "cluster: port $port is in use${pid:+ by pid $pid: $(cmdline "$pid")}" >&2
@@ -75,7 +81,7 @@ start() {
     echo "cluster: already running in $(cat "$state") (make cluster-stop first)" >&2
     exit 1
   fi
-  [ -x "$repo/bin/marspec" ] || { echo "cluster: build first (make build)" >&2; exit 1; }
+  [ -x "$bin" ] || { echo "cluster: no $bin: build first (make build)" >&2; exit 1; }
   check_ports
   local gw
   gw="$(versitygw_bin)"
@@ -86,10 +92,19 @@ start() {
   bash "$repo/scripts/ops/pgtmp.sh" start "$dir/pg" "$pg_port"
   "$gw" --access marspec --secret marspecsecret --port "127.0.0.1:$s3_port" posix "$dir/s3" >"$dir/versitygw.log" 2>&1 &
   wait_for "versitygw" "$dir/versitygw.log" bash -c "exec 3<>/dev/tcp/127.0.0.1/$s3_port"
-  local store="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
-  local blobs="s3://marspec:marspecsecret@gallery?endpoint=http://127.0.0.1:$s3_port&region=us-east-1"
+  local to_pg="$pg_port" to_s3="$s3_port"
+  if [ -n "$delay" ]; then # the replicas' store is one proxy away
+    (cd "$repo" && go build -o "$dir/latencyproxy" ./scripts/bench/latencyproxy)
+    to_pg=$((pg_port + 1)) to_s3=$((s3_port + 1))
+    "$dir/latencyproxy" -listen "127.0.0.1:$to_pg" -to "127.0.0.1:$pg_port" -delay "$delay" >"$dir/proxy-pg.log" 2>&1 &
+    "$dir/latencyproxy" -listen "127.0.0.1:$to_s3" -to "127.0.0.1:$s3_port" -delay "$delay" >"$dir/proxy-s3.log" 2>&1 &
+    wait_for "the PostgreSQL proxy" "$dir/proxy-pg.log" bash -c "exec 3<>/dev/tcp/127.0.0.1/$to_pg"
+    wait_for "the S3 proxy" "$dir/proxy-s3.log" bash -c "exec 3<>/dev/tcp/127.0.0.1/$to_s3"
+  fi
+  local store="postgres://postgres@127.0.0.1:$to_pg/postgres?sslmode=disable"
+  local blobs="s3://marspec:marspecsecret@gallery?endpoint=http://127.0.0.1:$to_s3&region=us-east-1"
   for port in 8081 8082; do
-    "$repo/bin/marspec" serve --addr "127.0.0.1:$port" --threads 1 --store "$store" --blobs "$blobs" \
+    "$bin" serve --addr "127.0.0.1:$port" --threads 1 --store "$store" --blobs "$blobs" \
       --data-dir "$dir/data-$port" >"$dir/replica-$port.log" 2>&1 &
   done
   for port in 8081 8082; do wait_for "replica on $port" "$dir/replica-$port.log" curl -fs "http://127.0.0.1:$port/readyz"; done
@@ -98,7 +113,8 @@ cluster: two replicas sharing one PostgreSQL and one S3 bucket
   gallery and API:  http://127.0.0.1:8081/   http://127.0.0.1:8082/   (either shows every job)
   PostgreSQL:       $store
   S3 (versitygw):   $blobs
-  logs:             $dir/*.log
+  logs:             $dir/*.log${delay:+
+  store delay:      $delay each way (PostgreSQL on $to_pg, S3 on $to_s3)}
   stop:             make cluster-stop
 MSG
 }
