@@ -68,18 +68,40 @@ func (r *replica) send(m message) {
 	}
 }
 
+// notifyBatch is the most messages one notification statement carries.
+const notifyBatch = 256
+
+// sendLoop sends the messages waiting when it comes round, up to notifyBatch, in one
+// statement: one a time (a round trip and a commit each) fell behind the images of a busy
+// replica with its store 1 ms away, hundreds waiting (docs/BENCHMARKS.md, "A store on other
+// machines").
 func (r *replica) sendLoop() {
+	msgs := make([]string, 0, notifyBatch)
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
 		case m := <-r.out:
-			b, _ := json.Marshal(m)
-			if err := r.q.Notify(string(b)); err != nil {
-				r.s.log.Error("shared queue: notify", "kind", m.Kind, "job", m.Job, "err", err)
+			msgs = append(msgs[:0], encode(m))
+		more:
+			for len(msgs) < notifyBatch {
+				select {
+				case m := <-r.out:
+					msgs = append(msgs, encode(m))
+				default:
+					break more
+				}
+			}
+			if err := r.q.Notify(msgs...); err != nil {
+				r.s.log.Error("shared queue: notify", "messages", len(msgs), "first", msgs[0], "err", err)
 			}
 		}
 	}
+}
+
+func encode(m message) string {
+	b, _ := json.Marshal(m)
+	return string(b)
 }
 
 // receive handles a message from any replica (this one's included).

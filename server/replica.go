@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -77,8 +76,7 @@ func (r *replica) giveBack() {
 		r.s.log.Error("shutdown: giving jobs back to the shared queue", "err", err)
 		return
 	}
-	b, _ := json.Marshal(message{Kind: "queued"})
-	if err := r.q.Notify(string(b)); err != nil {
+	if err := r.q.Notify(encode(message{Kind: "queued"})); err != nil {
 		r.s.log.Warn("shutdown: telling the other replicas", "err", err)
 	}
 	r.s.log.Info("shutdown: jobs given back to the shared queue", "jobs", len(held))

@@ -409,6 +409,44 @@ func TestPostgresQueue(t *testing.T) {
 	}
 }
 
+// Messages sent in one call arrive, every one and in their order, as separate notifications.
+func TestPostgresNotifyManyInOrder(t *testing.T) {
+	p, err := OpenPostgres(storetest.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up, got := make(chan struct{}, 1), make(chan string, 1000)
+	go p.Listen(ctx, func(m string) { got <- m }, func(err error) {
+		if err == nil {
+			up <- struct{}{}
+		}
+	})
+	<-up
+	if err := p.Notify(); err != nil {
+		t.Fatalf("no messages: %v", err)
+	}
+	var sent []string
+	for i := range 300 {
+		sent = append(sent, fmt.Sprintf(`{"job":"j%d","index":%d}`, i%7, i))
+	}
+	if err := p.Notify(sent...); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range sent {
+		select {
+		case m := <-got:
+			if m != want {
+				t.Fatalf("message %d: got %q, want %q (all in their order)", i, m, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of %d messages arrived", i, len(sent))
+		}
+	}
+}
+
 func TestPostgresNotify(t *testing.T) {
 	p, err := OpenPostgres(storetest.Postgres(t))
 	if err != nil {

@@ -178,9 +178,16 @@ func (p *Postgres) Waiting() (int, error) {
 // notifyChannel is the one LISTEN/NOTIFY channel replicas talk on.
 const notifyChannel = "marspec"
 
-// Notify sends msg to every listening replica.
-func (p *Postgres) Notify(msg string) error {
-	_, err := p.exec(`SELECT pg_notify($1, $2)`, notifyChannel, msg)
+// Notify sends msgs to every listening replica in one statement: a notifying transaction
+// commits like a write, so one per message cost a round trip and a WAL flush each. A volatile
+// function in the select list runs after ORDER BY, so the messages are made in their order,
+// and one transaction's notifications are delivered in the order they were made (identical
+// ones once).
+func (p *Postgres) Notify(msgs ...string) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	_, err := p.exec(`SELECT pg_notify($1, t.m) FROM unnest($2::text[]) WITH ORDINALITY AS t(m, i) ORDER BY t.i`, notifyChannel, msgs)
 	return err
 }
 

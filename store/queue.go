@@ -40,8 +40,9 @@ type Queue interface {
 	Cancel(id, reason string, at time.Time) (CancelOutcome, error)
 	// Waiting is the number of queued jobs no replica has claimed.
 	Waiting() (int, error)
-	// Notify sends msg to every replica's Listen, on commit (at most about 7,900 bytes).
-	Notify(msg string) error
+	// Notify sends msgs, in order, to every replica's Listen on commit, all in one round trip
+	// and one commit (each at most about 7,900 bytes).
+	Notify(msgs ...string) error
 	// Listen calls on with every message Notify sends, from one goroutine, until ctx ends;
 	// it reconnects after a lost connection (messages sent meanwhile are missed: callers
 	// also poll). state is told of each connection (nil) and each loss (the error).
