@@ -37,7 +37,7 @@ func (s *Server) enqueue(job store.Job, plan generation.Plan) error {
 		s.rep.send(message{Kind: "queued"})
 		return nil
 	}
-	s.hub.track(id, plan, 0, 0)
+	s.hub.track(id, plan, 0, 0, job.Created)
 	if err := s.sched.Submit(s.schedulerJob(job, plan, nil)); err != nil {
 		s.hub.forget(id)
 		s.dropRefused(id)

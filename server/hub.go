@@ -35,6 +35,11 @@ type liveJob struct {
 	// heldUntil is when the claim runs out unless renewed, by this replica's clock: the
 	// start of the last successful claim or renewal plus the lease, less a margin.
 	heldUntil time.Time
+	// created (the job's submission) and started (this run told the store it runs) give the
+	// job's latency at its end without reading the job back, a round trip with a shared store
+	// that the end's waiters would wait for
+	created time.Time
+	started bool
 }
 
 func newHub(s *Server) *hub {
@@ -42,8 +47,8 @@ func newHub(s *Server) *hub {
 }
 
 // track registers a job before it is submitted (imagesDone: already stored, when resumed;
-// attempt: of the shared queue's claim, 0 without one).
-func (h *hub) track(id string, plan generation.Plan, imagesDone, attempt int) {
+// attempt: of the shared queue's claim, 0 without one; created: when it was submitted).
+func (h *hub) track(id string, plan generation.Plan, imagesDone, attempt int, created time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	total := plan.Images()
@@ -51,7 +56,7 @@ func (h *hub) track(id string, plan generation.Plan, imagesDone, attempt int) {
 	if h.s.rep != nil {
 		until = time.Now().Add(h.s.rep.lease - h.s.rep.lease/5) // the claim began a moment ago
 	}
-	h.live[id] = &liveJob{plan: plan, subs: map[chan api.Event]struct{}{}, done: make(chan struct{}), attempt: attempt, heldUntil: until,
+	h.live[id] = &liveJob{plan: plan, subs: map[chan api.Event]struct{}{}, done: make(chan struct{}), attempt: attempt, heldUntil: until, created: created,
 		progress: api.Progress{ImagesDone: imagesDone, ImagesTotal: total, TokensDone: imagesDone * plan.SeqLen,
 			TokensTotal: total * plan.SeqLen, Fraction: float64(imagesDone) / float64(max(1, total))}}
 }
@@ -153,6 +158,11 @@ func (h *hub) Started(id string, at time.Time) {
 	if err := h.s.persist(id, func() error { return h.setRunning(id, at) }); err != nil {
 		h.s.log.Error("store: job running", "id", id, "err", detail(err))
 	}
+	h.mu.Lock()
+	if j, ok := h.live[id]; ok {
+		j.started = true
+	}
+	h.mu.Unlock()
 	h.s.hooks.poke() // its "started" webhook, if it asked for one
 }
 
@@ -324,6 +334,7 @@ func (h *hub) Finished(id string, err error) {
 	}
 	h.mu.Lock()
 	j, ok := h.live[id]
+	started := ok && j.started
 	delete(h.live, id)
 	h.mu.Unlock()
 	if recorded { // counted by the replica that recorded the end: summed across replicas, once per job
@@ -332,8 +343,8 @@ func (h *hub) Finished(id string, err error) {
 	if !ok {
 		return
 	}
-	if rec, serr := h.s.store.Job(id); serr == nil && rec.Started != nil {
-		h.s.metrics.latency.WithLabelValues(j.plan.Mode).Observe(now.Sub(rec.Created).Seconds())
+	if started {
+		h.s.metrics.latency.WithLabelValues(j.plan.Mode).Observe(now.Sub(j.created).Seconds())
 	}
 	close(j.done)
 }

@@ -153,7 +153,7 @@ func (s *Server) readmit(j store.Job, requeue bool) error {
 			return err
 		}
 	}
-	s.hub.track(j.ID, plan, len(imgs), j.Attempt)
+	s.hub.track(j.ID, plan, len(imgs), j.Attempt, j.Created)
 	if err := s.sched.Readmit(s.schedulerJob(j, plan, done)); err != nil {
 		s.hub.forget(j.ID)
 		return err
