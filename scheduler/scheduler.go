@@ -37,8 +37,9 @@ type Job struct {
 }
 
 // Sink receives what happens to jobs, from the worker goroutines. Images must store the
-// images before it returns (an error fails the image's job); Finished is called exactly once per accepted job
-// that ends (nil, ErrCancelled, or the failure), never for jobs still pending at Shutdown.
+// images before it returns (an error fails the image's job); Finished is called exactly once
+// per accepted job that ends (nil, ErrCancelled, or the failure), never for jobs still pending
+// at Shutdown.
 type Sink interface {
 	Started(id string, at time.Time)
 	Progress(id string, p api.Progress)

@@ -409,22 +409,30 @@ func TestPostgresQueue(t *testing.T) {
 	}
 }
 
-// Messages sent in one call arrive, every one and in their order, as separate notifications.
-func TestPostgresNotifyManyInOrder(t *testing.T) {
+// listening opens a PostgreSQL store and listens on it until the test ends; got has every
+// message heard, in order.
+func listening(t *testing.T) (p *Postgres, got <-chan string) {
+	t.Helper()
 	p, err := OpenPostgres(storetest.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	up, got := make(chan struct{}, 1), make(chan string, 1000)
-	go p.Listen(ctx, func(m string) { got <- m }, func(err error) {
+	t.Cleanup(cancel)
+	up, heard := make(chan struct{}, 1), make(chan string, 1000)
+	go p.Listen(ctx, func(m string) { heard <- m }, func(err error) {
 		if err == nil {
 			up <- struct{}{}
 		}
 	})
 	<-up
+	return p, heard
+}
+
+// Messages sent in one call arrive, every one and in their order, as separate notifications.
+func TestPostgresNotifyManyInOrder(t *testing.T) {
+	p, got := listening(t)
 	if err := p.Notify(); err != nil {
 		t.Fatalf("no messages: %v", err)
 	}
@@ -448,20 +456,7 @@ func TestPostgresNotifyManyInOrder(t *testing.T) {
 }
 
 func TestPostgresNotify(t *testing.T) {
-	p, err := OpenPostgres(storetest.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	up, got := make(chan struct{}, 1), make(chan string, 1)
-	go p.Listen(ctx, func(m string) { got <- m }, func(err error) {
-		if err == nil {
-			up <- struct{}{}
-		}
-	})
-	<-up
+	p, got := listening(t)
 	start := time.Now()
 	if err := p.Notify(`{"job":"x"}`); err != nil {
 		t.Fatal(err)
