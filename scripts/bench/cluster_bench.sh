@@ -10,14 +10,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 n="${1:-120}" clients="${2:-8}" rounds="${3:-3}"
 [ -f "$repo/out/cluster.dir" ] || { echo "cluster_bench: no cluster (make cluster)" >&2; exit 1; }
-dir="$(cat "$repo/out/cluster.dir")"
-# replica 8082 by its command line (cluster.sh records no pids: it finds its processes the same way)
-pid=""
-for p in /proc/[0-9]*; do
-  if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "serve --addr 127.0.0.1:8082 "; then
-    if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$dir/"; then pid="${p#/proc/}"; fi
-  fi
-done
+pid="$(bash "$repo/scripts/ops/cluster.sh" pid 8082)" || true
 [ -n "$pid" ] && kill -0 "$pid" || { echo "cluster_bench: replica 8082 is not running" >&2; exit 1; }
 trap 'kill -CONT "$pid" 2>/dev/null || true' EXIT
 

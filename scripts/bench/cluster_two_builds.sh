@@ -16,16 +16,6 @@ mkdir -p "$out"
 [ -f "$repo/out/cluster.dir" ] && { echo "cluster_two_builds: a cluster is running (make cluster-stop)" >&2; exit 1; }
 trap 'bash "$repo/scripts/ops/cluster.sh" stop >/dev/null 2>&1 || true' EXIT
 
-replica_pid() { # the pid of the replica serving on port $1 of the running cluster
-  local dir p
-  dir="$(cat "$repo/out/cluster.dir")"
-  for p in /proc/[0-9]*; do
-    local cmd
-    cmd="$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null)" || continue
-    case "$cmd" in *"serve --addr 127.0.0.1:$1 "*"$dir/"*) echo "${p#/proc/}"; return ;; esac
-  done
-}
-
 echo "A = $a, B = $b, store delay ${delay:-none} each way, $clients clients, $n requests of 3 images" | tee "$out/rows.md"
 echo "| build | requests | images | seconds | images/s | requests/s | p50 s | p95 s | p99 s | mean batch | 503s |" | tee -a "$out/rows.md"
 echo "|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$out/rows.md"
@@ -33,8 +23,7 @@ for _ in $(seq "$rounds"); do
   for which in A B B A; do
     bin=$a; [ "$which" = B ] && bin=$b
     CLUSTER_BIN="$bin" CLUSTER_STORE_DELAY="$delay" bash "$repo/scripts/ops/cluster.sh" start >/dev/null
-    pid="$(replica_pid 8082)"
-    [ -n "$pid" ] || { echo "cluster_two_builds: replica 8082 not found" >&2; exit 1; }
+    pid="$(bash "$repo/scripts/ops/cluster.sh" pid 8082)"
     kill -STOP "$pid"; sleep 0.5
     row="$("$a" loadtest --server http://127.0.0.1:8081 --clients "$clients" --requests "$n" --images 3 --seed 1 | grep '^| server')" ||
       { echo "cluster_two_builds: loadtest failed (build $which)" >&2; exit 1; }

@@ -6,6 +6,7 @@
 # and a recorded pid that has exited, or been reused, is never signalled) and removes it.
 #
 # usage: bash scripts/ops/cluster.sh start|stop     (make cluster / make cluster-stop)
+#        bash scripts/ops/cluster.sh pid PORT       (the pid of the replica on PORT)
 # needs: PostgreSQL's programs (Debian: apt-get install postgresql), go (versitygw is
 # installed with go install when missing), bin/marspec (make build)
 # ports: CLUSTER_PG_PORT (55432), CLUSTER_S3_PORT (7070); replicas 8081, 8082
@@ -142,8 +143,22 @@ stop() {
   echo "cluster: stopped"
 }
 
+# replica_pid PORT: the pid of the running cluster's replica serving on PORT (for benchmarks
+# that pause one), found by command line like everything else here
+replica_pid() {
+  [ -f "$state" ] || { echo "cluster: not running" >&2; exit 1; }
+  dir="$(cat "$state")"
+  local p
+  for p in $(on_folder); do
+    case "$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null)" in *" serve --addr 127.0.0.1:$1 "*) echo "$p"; return ;; esac
+  done
+  echo "cluster: no replica serving on port $1" >&2
+  exit 1
+}
+
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  pid) replica_pid "${2:?usage: $0 pid PORT}" ;;
+  *) echo "usage: $0 start|stop|pid PORT" >&2; exit 2 ;;
 esac
