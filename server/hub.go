@@ -224,59 +224,61 @@ func (h *hub) writers() int {
 // ones in the batch's order, so event streams see a job's images in index order.
 func (h *hub) Images(batch []scheduler.JobImage) []error {
 	errs := make([]error, len(batch))
-	recs := make([]store.Image, len(batch))
+	stored := make([]storedImage, len(batch))
 	var g errgroup.Group
 	g.SetLimit(h.writers())
 	for i, b := range batch {
 		g.Go(func() error {
-			recs[i], errs[i] = h.storeImage(b.Job, b.Image)
+			stored[i], errs[i] = h.storeImage(b.Job, b.Image)
 			return nil
 		})
 	}
 	_ = g.Wait() // each image's error is in errs
 	for i, b := range batch {
 		if errs[i] == nil {
-			h.announce(b.Job, b.Image, recs[i])
+			h.announce(b.Job, b.Image, stored[i])
 		}
 	}
 	return errs
 }
 
+// storedImage is an image written, with the job it was written for.
+type storedImage struct {
+	job *liveJob
+	rec store.Image
+}
+
 // storeImage encodes the PNG with its provenance and stores it with its record.
-func (h *hub) storeImage(id string, img generation.Image) (store.Image, error) {
+func (h *hub) storeImage(id string, img generation.Image) (storedImage, error) {
 	j, ok := h.get(id)
 	if !ok {
-		return store.Image{}, errors.New("job is not tracked")
+		return storedImage{}, errors.New("job is not tracked")
 	}
 	png, err := j.plan.PNG(img)
 	if err != nil {
-		return store.Image{}, err
+		return storedImage{}, err
 	}
 	rec := store.Image{ID: store.ImageID(id, img.Index), JobID: id, Index: img.Index, Class: img.Class,
 		ClassName: j.plan.ClassNames[img.Index], Seconds: img.Seconds, Stats: j.plan.WireStats(img)}
-	return rec, h.s.persist(id, func() error { return h.store(id, rec, png) })
+	return storedImage{j, rec}, h.s.persist(id, func() error { return h.store(id, rec, png) })
 }
 
 // announce counts a stored image and sends its event to the job's streams, here and on the
 // other replicas.
-func (h *hub) announce(id string, img generation.Image, rec store.Image) {
-	j, ok := h.get(id)
+func (h *hub) announce(id string, img generation.Image, stored storedImage) {
+	j := stored.job
 	m := h.s.metrics
-	if ok {
-		m.images.WithLabelValues(j.plan.Mode).Inc()
-	}
+	m.images.WithLabelValues(j.plan.Mode).Inc()
 	if img.Spec != nil && img.Spec.Drafted > 0 {
 		m.alpha.Observe(img.Spec.Alpha())
 	}
 	if h.s.afterImage != nil {
 		h.s.afterImage(id, img.Index)
 	}
-	wire := wireImage(rec)
-	if ok {
-		h.mu.Lock()
-		h.publish(j, api.Event{Type: "image", Image: &wire})
-		h.mu.Unlock()
-	}
+	wire := wireImage(stored.rec)
+	h.mu.Lock()
+	h.publish(j, api.Event{Type: "image", Image: &wire})
+	h.mu.Unlock()
 	if h.s.rep != nil {
 		h.s.rep.publish(id, api.Event{Type: "image", Image: &wire})
 	}

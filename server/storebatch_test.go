@@ -47,15 +47,12 @@ func TestStepImagesStoredSideBySideAnnouncedInOrder(t *testing.T) {
 	}{
 		{"embedded", 1, func(t *testing.T, blobs func(store.Blobs) store.Blobs, cfg Config) *testServer {
 			dir := t.TempDir()
-			files, err := store.NewFiles(dir + "/images")
+			st, err := store.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			meta, err := store.OpenSQLite(dir + "/marspec.db")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return startWith(t, store.New(meta, blobs(files)), dir, false, cfg)
+			st.Blobs = blobs(st.Blobs)
+			return startWith(t, st, dir, false, cfg)
 		}},
 		{"replica", sharedWriters, func(t *testing.T, blobs func(store.Blobs) store.Blobs, cfg Config) *testServer {
 			sh := newShared(t, "files")
